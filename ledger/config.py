@@ -1,0 +1,399 @@
+"""The one frozen configuration object, loaded from ``offset-ledger.yaml``.
+
+Invariants:
+    * A :class:`Config` is immutable; CLI verbs that edit allowlists write the YAML file and load
+      a new object.
+    * Cluster properties are passed to librdkafka verbatim under their native names; nothing here
+      renames them.
+    * Every flow names two known, distinct aliases. Unknown keys are errors, never ignored.
+    * Secret values (``sasl.password``, tokens, keys, JAAS configs) never appear in ``repr``,
+      ``str``, logs or error messages: :func:`redact` is the only way properties are shown.
+
+The YAML accepts MM2 property names either flat (``replication.policy.separator: "."``) or
+nested (``replication: {policy: {separator: "."}}``); both mean the same key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from ledger.errors import OffsetLedgerError
+
+DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
+CONFIG_ENV_VAR = "OFFSET_LEDGER_CONFIG"
+MASK = "********"
+
+_SECRET_KEY = re.compile(r"(password|secret|token|jaas|credential|private|basic\.auth\.user\.info)",
+                         re.IGNORECASE)
+_ALIAS = re.compile(r"^[A-Za-z0-9_-]+$")
+
+# MM2's default exclusions for groups (GroupFilter) and topics (TopicFilter), plus our own.
+DEFAULT_GROUPS_EXCLUDE = ("console-consumer-.*", "connect-.*", "__.*", "offset-ledger-.*")
+DEFAULT_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", "__.*", "offset-ledger-.*")
+
+POLICIES = {
+    "DefaultReplicationPolicy": "default",
+    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": "default",
+    "IdentityReplicationPolicy": "identity",
+    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": "identity",
+}
+
+
+class ConfigError(OffsetLedgerError, ValueError):
+    """A configuration problem; the message names the key and the (redacted) value."""
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a property's value must never be shown."""
+    return bool(_SECRET_KEY.search(key))
+
+
+def redact(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``properties`` with every secret value masked."""
+    return {k: (MASK if is_secret_key(k) else v) for k, v in properties.items()}
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One Kafka cluster: its alias and native librdkafka properties."""
+
+    alias: str
+    properties: Mapping[str, str]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.properties["bootstrap.servers"]
+
+    def client_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka properties for a confluent-kafka client (secrets included: never log)."""
+        return {**self.properties, **overrides}
+
+    def __repr__(self) -> str:
+        return f"ClusterConfig(alias={self.alias!r}, properties={redact(self.properties)!r})"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """A replication flow ``source->target`` and its MM2-style allowlists (regexes, full match)."""
+
+    source: str
+    target: str
+    enabled: bool = True
+    topics: tuple[str, ...] = (".*",)
+    topics_exclude: tuple[str, ...] = DEFAULT_TOPICS_EXCLUDE
+    groups: tuple[str, ...] = (".*",)
+    groups_exclude: tuple[str, ...] = DEFAULT_GROUPS_EXCLUDE
+    # Replica topics on ``source`` (named ``<target><sep><topic>``) whose group offsets are
+    # translated back to the original topic on ``target`` (SRM's reverse checkpointing).
+    reverse_checkpointed_topics: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    def topic_allowed(self, topic: str) -> bool:
+        return _matches(topic, self.topics) and not _matches(topic, self.topics_exclude)
+
+    def group_allowed(self, group: str) -> bool:
+        return _matches(group, self.groups) and not _matches(group, self.groups_exclude)
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(re.fullmatch(p, name) for p in patterns)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a job needs; built once by :func:`load_config` and passed down."""
+
+    clusters: Mapping[str, ClusterConfig]
+    flows: tuple[FlowConfig, ...]
+    ledger_location: str = ".state/ledger"
+    streaming_checkpoint_location: str = ".state/streaming"
+    replication_policy_separator: str = "."
+    replication_policy_class: str = "DefaultReplicationPolicy"
+    offset_lag_max: int = 100
+    emit_checkpoints_enabled: bool = True
+    emit_checkpoints_interval_seconds: int = 60
+    sync_group_offsets_enabled: bool = False
+    sync_group_offsets_interval_seconds: int = 60
+    replication_factor: int = -1
+    embedded_data_dir: str = ".state/clusters"
+    path: str | None = field(default=None, compare=False)
+
+    @property
+    def prefixless(self) -> bool:
+        return POLICIES[self.replication_policy_class] == "identity"
+
+    def cluster(self, alias: str) -> ClusterConfig:
+        try:
+            return self.clusters[alias]
+        except KeyError:
+            known = ", ".join(sorted(self.clusters)) or "none"
+            raise ConfigError(f"unknown cluster alias {alias!r} (configured: {known})") from None
+
+    def flow(self, name_or_source: str, target: str | None = None) -> FlowConfig:
+        """The enabled flow ``source->target``; a clear error names what is wrong."""
+        source, target = parse_flow(name_or_source) if target is None else (name_or_source, target)
+        self.cluster(source)
+        self.cluster(target)
+        for flow in self.flows:
+            if (flow.source, flow.target) == (source, target):
+                if not flow.enabled:
+                    raise ConfigError(f"flow {source}->{target} is disabled in the configuration")
+                return flow
+        raise ConfigError(f"flow {source}->{target} is not configured "
+                          f"(flows: {', '.join(f.name for f in self.flows) or 'none'})")
+
+    def enabled_flows(self) -> tuple[FlowConfig, ...]:
+        return tuple(f for f in self.flows if f.enabled)
+
+    def __repr__(self) -> str:
+        clusters = ", ".join(repr(c) for c in self.clusters.values())
+        return (f"Config(clusters=[{clusters}], flows={[f.name for f in self.flows]}, "
+                f"ledger_location={self.ledger_location!r}, "
+                f"separator={self.replication_policy_separator!r})")
+
+    __str__ = __repr__
+
+
+def parse_flow(text: str) -> tuple[str, str]:
+    """``"P->B"`` -> ``("P", "B")``."""
+    parts = [p.strip() for p in str(text).split("->")]
+    if len(parts) != 2 or not all(_ALIAS.match(p) for p in parts):
+        raise ConfigError(f"flow {text!r} is not of the form SOURCE->TARGET (e.g. P->B)")
+    return parts[0], parts[1]
+
+
+# Flat key -> (Config field, parser). Anything else at top level is an unknown property.
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if str(v).lower() in ("true", "false"):
+        return str(v).lower() == "true"
+    raise ValueError("expected true or false")
+
+
+def _nonneg_int(v: Any) -> int:
+    if isinstance(v, bool) or int(v) < 0:
+        raise ValueError("expected a non-negative integer")
+    return int(v)
+
+
+def _separator(v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise ValueError("expected a non-empty string")
+    return v
+
+
+def _policy(v: Any) -> str:
+    if v not in POLICIES:
+        raise ValueError(f"expected one of {sorted(set(POLICIES))}")
+    return str(v).rsplit(".", 1)[-1]
+
+
+_TOP_LEVEL = {
+    "ledger.location": ("ledger_location", str),
+    "ledger.streaming.checkpoint.location": ("streaming_checkpoint_location", str),
+    "replication.policy.separator": ("replication_policy_separator", _separator),
+    "replication.policy.class": ("replication_policy_class", _policy),
+    "replication.factor": ("replication_factor", int),
+    "offset.lag.max": ("offset_lag_max", _nonneg_int),
+    "emit.checkpoints.enabled": ("emit_checkpoints_enabled", _bool),
+    "emit.checkpoints.interval.seconds": ("emit_checkpoints_interval_seconds", _nonneg_int),
+    "sync.group.offsets.enabled": ("sync_group_offsets_enabled", _bool),
+    "sync.group.offsets.interval.seconds": ("sync_group_offsets_interval_seconds", _nonneg_int),
+    "embedded.data.dir": ("embedded_data_dir", str),
+}
+_FLOW_KEYS = {
+    "enabled": ("enabled", _bool),
+    "topics": ("topics", None),
+    "topics.exclude": ("topics_exclude", None),
+    "groups": ("groups", None),
+    "groups.exclude": ("groups_exclude", None),
+    "reverse.checkpointed.topics": ("reverse_checkpointed_topics", None),
+}
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = value
+
+
+def _patterns(key: str, value: Any) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if items is None:
+        return ()
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"{key}: expected a list of regexes, got {value!r}")
+    out = []
+    for item in items:
+        try:
+            re.compile(str(item))
+        except re.error as exc:
+            raise ConfigError(f"{key}: invalid regex {item!r}: {exc}") from None
+        out.append(str(item))
+    return tuple(out)
+
+
+def _load_clusters(raw: Any) -> dict[str, ClusterConfig]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError("clusters: expected a mapping of alias -> librdkafka properties")
+    clusters = {}
+    for alias, props in raw.items():
+        alias = str(alias)
+        if not _ALIAS.match(alias):
+            raise ConfigError(f"clusters: invalid alias {alias!r} (letters, digits, _ and - only)")
+        flat: dict[str, Any] = {}
+        _flatten("", props or {}, flat)
+        if not flat.get("bootstrap.servers"):
+            raise ConfigError(f"clusters.{alias}: missing bootstrap.servers")
+        clusters[alias] = ClusterConfig(alias, MappingProxyType({k: str(v) if not isinstance(
+            v, bool) else str(v).lower() for k, v in flat.items()}))
+    return clusters
+
+
+def _load_flows(raw: Any, clusters: Mapping[str, ClusterConfig]) -> tuple[FlowConfig, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise ConfigError("flows: expected a mapping like {'P->B': true}")
+    flows = []
+    for name, spec in raw.items():
+        source, target = parse_flow(str(name))
+        for alias in (source, target):
+            if alias not in clusters:
+                raise ConfigError(f"flows.{name}: unknown cluster alias {alias!r} "
+                                  f"(configured: {', '.join(sorted(clusters))})")
+        if source == target:
+            raise ConfigError(f"flows.{name}: a flow from a cluster to itself would loop")
+        kwargs: dict[str, Any] = {"source": source, "target": target}
+        if isinstance(spec, bool) or isinstance(spec, str):
+            kwargs["enabled"] = _parse(f"flows.{name}", spec, _bool)
+        elif isinstance(spec, Mapping):
+            flat: dict[str, Any] = {}
+            _flatten("", spec, flat)
+            for key, value in flat.items():
+                if key not in _FLOW_KEYS:
+                    raise ConfigError(f"flows.{name}.{key}: unknown property "
+                                      f"(known: {', '.join(_FLOW_KEYS)})")
+                attr, parser = _FLOW_KEYS[key]
+                full = f"flows.{name}.{key}"
+                kwargs[attr] = (_patterns(full, value) if parser is None
+                                else _parse(full, value, parser))
+        else:
+            raise ConfigError(f"flows.{name}: expected true/false or a mapping, got {spec!r}")
+        flows.append(FlowConfig(**kwargs))
+    return tuple(flows)
+
+
+def _parse(key: str, value: Any, parser: Any) -> Any:
+    try:
+        return parser(value)
+    except (TypeError, ValueError) as exc:
+        shown = MASK if is_secret_key(key) else repr(value)
+        raise ConfigError(f"{key}: invalid value {shown}: {exc}") from None
+
+
+def config_from_mapping(raw: Mapping[str, Any], path: str | None = None) -> Config:
+    """Validate a parsed YAML document and build the :class:`Config`."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError("configuration: expected a mapping at the top level")
+    raw = dict(raw)
+    clusters = _load_clusters(raw.pop("clusters", None))
+    flows = _load_flows(raw.pop("flows", None), clusters)
+    flat: dict[str, Any] = {}
+    _flatten("", raw, flat)
+    kwargs: dict[str, Any] = {}
+    for key, value in flat.items():
+        if key not in _TOP_LEVEL:
+            shown = MASK if is_secret_key(key) else repr(value)
+            raise ConfigError(f"{key}: unknown property (value {shown})")
+        attr, parser = _TOP_LEVEL[key]
+        kwargs[attr] = _parse(key, value, parser)
+    base = Path(path).resolve().parent if path else Path.cwd()
+    for attr in ("ledger_location", "streaming_checkpoint_location", "embedded_data_dir"):
+        if attr in kwargs:
+            kwargs[attr] = _resolve_location(kwargs[attr], base)
+        else:
+            default = Config.__dataclass_fields__[attr].default
+            kwargs[attr] = _resolve_location(str(default), base)
+    config = Config(clusters=MappingProxyType(clusters), flows=flows, path=path, **kwargs)
+    validate_topology(config)
+    return config
+
+
+def _resolve_location(value: str, base: Path) -> str:
+    """Relative paths are relative to the config file; URIs and catalog schemas stay as given."""
+    if "://" in value or value.startswith("/") or _is_catalog_schema(value):
+        return value
+    return str((base / value).resolve())
+
+
+def _is_catalog_schema(value: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z_]\w*\.[A-Za-z_]\w*", value)) and not value.startswith(".")
+
+
+def validate_topology(config: Config) -> None:
+    """Refuse flows that would loop and reverse checkpointing where it cannot work."""
+    for flow in config.flows:
+        if flow.reverse_checkpointed_topics:
+            check_reverse_checkpointing(config, flow)
+    enabled = {(f.source, f.target) for f in config.enabled_flows()}
+    if config.prefixless:
+        for source, target in enabled:
+            if (target, source) in enabled:
+                raise ConfigError(
+                    f"flows {source}->{target} and {target}->{source} would loop under "
+                    "IdentityReplicationPolicy (prefixless replica names carry no origin)")
+
+
+def check_reverse_checkpointing(config: Config, flow: FlowConfig) -> None:
+    """SRM's preconditions: prefix policy and both flows enabled; topics named ``<target><sep>``."""
+    where = f"flows.{flow.name}.reverse.checkpointed.topics"
+    if config.prefixless:
+        raise ConfigError(f"{where}: reverse checkpointing needs the prefix policy "
+                          "(DefaultReplicationPolicy); IdentityReplicationPolicy is prefixless")
+    enabled = {(f.source, f.target) for f in config.enabled_flows()}
+    for pair in ((flow.source, flow.target), (flow.target, flow.source)):
+        if pair not in enabled:
+            raise ConfigError(f"{where}: reverse checkpointing needs both flows enabled; "
+                              f"{pair[0]}->{pair[1]} is not")
+    prefix = f"{flow.target}{config.replication_policy_separator}"
+    for topic in flow.reverse_checkpointed_topics:
+        if not topic.startswith(prefix) or topic == prefix:
+            raise ConfigError(f"{where}: {topic!r} is not a replica of a {flow.target} topic "
+                              f"(expected a name like {prefix}Payments)")
+
+
+def resolve_config_path(path: str | None = None) -> str:
+    """``--config`` if given, else ``$OFFSET_LEDGER_CONFIG``, else ``./offset-ledger.yaml``."""
+    return path or os.environ.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH
+
+
+def load_config(path: str | None = None) -> Config:
+    """Read and validate the YAML file."""
+    resolved = resolve_config_path(path)
+    try:
+        text = Path(resolved).read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {resolved!r} not found "
+                          f"(use --config PATH or set ${CONFIG_ENV_VAR})") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{resolved}: not valid YAML: {exc}") from None
+    return config_from_mapping(raw, path=resolved)

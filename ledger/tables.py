@@ -1,0 +1,181 @@
+"""Where the ledger's Delta tables live and the idempotent ways to write them.
+
+Invariants:
+    * The location is either a filesystem/object-store path (tables at ``<path>/<name>``) or a
+      catalog schema (``catalog.schema`` or ``schema``; tables ``<schema>.<name>``).
+    * :meth:`Ledger.init` creates missing tables and never alters existing ones: running it
+      twice adds no Delta version.
+    * Appends carry a Delta ``txnAppId``/``txnVersion`` pair: a re-run of the same
+      (app, version) writes nothing. Upserts MERGE on the table's natural key.
+    * A missing or corrupt table raises :class:`LedgerError` naming the table and the fix,
+      never an empty result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from ledger.errors import OffsetLedgerError
+from ledger.schemas import NATURAL_KEYS, SCHEMAS
+
+
+class LedgerError(OffsetLedgerError):
+    """The ledger is missing, corrupt or cannot be written."""
+
+
+def _is_path(location: str) -> bool:
+    return "/" in location or "\\" in location or location.startswith(".")
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The ledger tables at one location, in one Spark session."""
+
+    spark: SparkSession
+    location: str
+
+    @property
+    def path_based(self) -> bool:
+        return _is_path(self.location)
+
+    def table_path(self, name: str) -> str:
+        return f"{self.location.rstrip('/')}/{name}"
+
+    def identifier(self, name: str) -> str:
+        """How SQL names the table: ``delta.`/path/name``` or ``schema.name``."""
+        if name not in SCHEMAS:
+            raise LedgerError(f"unknown ledger table {name!r} (known: {', '.join(SCHEMAS)})")
+        if self.path_based:
+            return f"delta.`{self.table_path(name)}`"
+        return f"{self.location}.{name}"
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def init(self) -> dict[str, bool]:
+        """Create every missing table; return ``{name: created}``."""
+        created = {}
+        if not self.path_based:
+            self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {self.location}")
+        for name, schema in SCHEMAS.items():
+            if self.exists(name):
+                self._check_schema(name)
+                created[name] = False
+                continue
+            empty = self.spark.createDataFrame([], schema)
+            writer = empty.write.format("delta").mode("errorifexists")
+            if self.path_based:
+                writer.save(self.table_path(name))
+            else:
+                writer.saveAsTable(self.identifier(name))
+            created[name] = True
+        return created
+
+    def exists(self, name: str) -> bool:
+        if self.path_based:
+            from delta.tables import DeltaTable
+
+            path = self.table_path(name)
+            if "://" not in path and not Path(path).exists():
+                return False
+            return DeltaTable.isDeltaTable(self.spark, path)
+        return self.spark.catalog.tableExists(self.identifier(name))
+
+    def _check_schema(self, name: str) -> None:
+        expected = {f.name: f.dataType for f in SCHEMAS[name].fields}
+        actual = {f.name: f.dataType for f in self.read(name).schema.fields}
+        missing = [c for c in expected if c not in actual]
+        wrong = [c for c in expected if c in actual and actual[c] != expected[c]]
+        if missing or wrong:
+            raise LedgerError(
+                f"ledger table {name} at {self.location} does not match the ledger schema "
+                f"(missing columns: {missing or 'none'}, wrong types: {wrong or 'none'}); "
+                "point ledger.location at a fresh path or repair the table")
+
+    def require(self, *names: str) -> None:
+        """Fail clearly unless every named table exists."""
+        names = names or tuple(SCHEMAS)
+        missing = [n for n in names if not self.exists(n)]
+        if missing:
+            raise LedgerError(
+                f"ledger tables missing at {self.location}: {', '.join(missing)} "
+                "(run `offset-ledger ledger init`)")
+        for name in names:
+            try:  # DESCRIBE DETAIL rebuilds the table state, so a corrupt log fails here
+                self.spark.sql(f"DESCRIBE DETAIL {self.identifier(name)}").collect()
+            except Exception as exc:
+                raise LedgerError(f"ledger table {name} at {self.location} is corrupt or "
+                                  f"unreadable: {_first_line(exc)}") from exc
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def read(self, name: str, version: int | None = None,
+             timestamp: str | None = None) -> DataFrame:
+        """The table, optionally as of a Delta version or timestamp (time travel)."""
+        try:
+            reader = self.spark.read.format("delta")
+            if version is not None:
+                reader = reader.option("versionAsOf", int(version))
+            if timestamp is not None:
+                reader = reader.option("timestampAsOf", timestamp)
+            if self.path_based:
+                return reader.load(self.table_path(name))
+            return reader.table(self.identifier(name))
+        except Exception as exc:
+            raise LedgerError(
+                f"cannot read ledger table {name} at {self.location}: "
+                f"{_first_line(exc)} (run `offset-ledger ledger init` if it is missing)"
+            ) from exc
+
+    def version(self, name: str) -> int:
+        """The table's current Delta version."""
+        row = self.spark.sql(f"DESCRIBE HISTORY {self.identifier(name)} LIMIT 1").first()
+        if row is None:
+            raise LedgerError(f"ledger table {name} has no history at {self.location}")
+        return int(row["version"])
+
+    def versions(self, *names: str) -> dict[str, int]:
+        return {n: self.version(n) for n in names}
+
+    # --- writes --------------------------------------------------------------------------
+
+    def append(self, name: str, df: DataFrame, txn_app_id: str | None = None,
+               txn_version: int | None = None) -> None:
+        """Append rows; with a txn pair, a repeat of the same pair writes nothing."""
+        df = self._conform(name, df)
+        writer = df.write.format("delta").mode("append")
+        if txn_app_id is not None and txn_version is not None:
+            writer = writer.option("txnAppId", txn_app_id).option("txnVersion", int(txn_version))
+        if self.path_based:
+            writer.save(self.table_path(name))
+        else:
+            writer.saveAsTable(self.identifier(name))
+
+    def merge(self, name: str, df: DataFrame, keys: tuple[str, ...] | None = None,
+              update: bool = True) -> None:
+        """Upsert on the natural key; with ``update=False`` existing rows are left alone."""
+        from delta.tables import DeltaTable
+
+        keys = keys or NATURAL_KEYS[name]
+        df = self._conform(name, df)
+        target = (DeltaTable.forPath(self.spark, self.table_path(name)) if self.path_based
+                  else DeltaTable.forName(self.spark, self.identifier(name)))
+        cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+        builder = target.alias("t").merge(df.alias("s"), cond)
+        if update:
+            builder = builder.whenMatchedUpdateAll()
+        builder.whenNotMatchedInsertAll().execute()
+
+    def _conform(self, name: str, df: DataFrame) -> DataFrame:
+        schema = SCHEMAS[name]
+        missing = [f.name for f in schema.fields if f.name not in df.columns]
+        if missing:
+            raise LedgerError(f"rows for {name} lack columns {missing}")
+        return df.select(*[df[f.name].cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

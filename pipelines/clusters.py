@@ -1,0 +1,369 @@
+"""Embedded single-node KRaft Apache Kafka brokers for the configured cluster aliases.
+
+``offset-ledger clusters up|status|down`` and the test suite's two-cluster fixture both use
+:class:`EmbeddedClusters`.
+
+Invariants:
+    * One broker per alias whose ``bootstrap.servers`` is a single loopback ``host:port``; it
+      listens on loopback only. State lives in ``<embedded.data.dir>/<alias>/``.
+    * ``down`` stops only processes this module started: it reads their pid files and checks the
+      process command line names that alias's ``server.properties`` before signalling it.
+    * ``up`` either leaves every requested broker answering metadata requests or, on any
+      failure (port taken, Java or jars missing, broker exits), stops what it started and raises
+      :class:`ClusterError` with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.config import ClusterConfig, Config, load_config
+from ledger.errors import OffsetLedgerError
+from pipelines.spark import jars_dir
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+BROKER_HEAP = os.environ.get("OFFSET_LEDGER_BROKER_HEAP", "512m")
+START_TIMEOUT_S = float(os.environ.get("OFFSET_LEDGER_BROKER_START_TIMEOUT", "90"))
+
+SERVER_PROPERTIES = """\
+# Written by offset-ledger for the embedded cluster {alias}; loopback only.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@{host}:{controller_port}
+listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}
+advertised.listeners=PLAINTEXT://{host}:{port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs={log_dir}
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=5
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=5
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.cleaner.backoff.ms=1000
+log.cleaner.min.compaction.lag.ms=0
+"""
+
+LOG4J2 = """\
+status = error
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRefs = stdout
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka.server.KafkaRaftServer
+logger.kafka.level = INFO
+"""
+
+
+class ClusterError(OffsetLedgerError):
+    """An embedded cluster could not be started, checked or stopped."""
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    alias: str
+    bootstrap: str
+    pid: int | None
+    running: bool
+    answering: bool
+
+    def line(self) -> str:
+        state = ("running" if self.answering else "starting/unhealthy") if self.running \
+            else "stopped"
+        pid = f"pid {self.pid}" if self.pid else "no pid"
+        return f"{self.alias}: {self.bootstrap}  {state} ({pid})"
+
+
+def _host_port(cluster: ClusterConfig) -> tuple[str, int]:
+    servers = cluster.bootstrap_servers.split(",")
+    target = servers[0].strip()
+    if "://" in target:
+        target = target.split("://", 1)[1]
+    host, _, port = target.rpartition(":")
+    if len(servers) != 1 or host not in LOOPBACK or not port.isdigit():
+        raise ClusterError(
+            f"cluster {cluster.alias}: bootstrap.servers {cluster.bootstrap_servers!r} is not a "
+            "single loopback host:port, so it cannot be an embedded cluster")
+    return ("127.0.0.1" if host == "localhost" else host.strip("[]")), int(port)
+
+
+def port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def broker_answers(bootstrap: str, timeout: float = 3.0) -> bool:
+    """Whether a metadata request to ``bootstrap`` succeeds within ``timeout`` seconds."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
+                         "log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+        return bool(metadata.brokers)
+    except Exception:
+        return False
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() \
+        else shutil.which("java")
+    if not java:
+        raise ClusterError("Java not found: install a JDK 17+ or set JAVA_HOME "
+                           "(the embedded Kafka brokers run on the JVM)")
+    return java
+
+
+def _kafka_classpath() -> str:
+    folder = jars_dir("kafka")
+    if not any(folder.glob("kafka_2.13-*.jar")):
+        raise ClusterError(f"Kafka broker jars missing in {folder} (run `make setup`)")
+    return str(folder / "*")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+class EmbeddedClusters:
+    """Start, inspect and stop the embedded brokers for ``config``'s clusters."""
+
+    def __init__(self, config: Config, aliases: list[str] | None = None,
+                 data_dir: str | None = None) -> None:
+        self.config = config
+        self.aliases = aliases or list(config.clusters)
+        for alias in self.aliases:
+            config.cluster(alias)
+        self.data_dir = Path(data_dir or config.embedded_data_dir).resolve()
+
+    # --- files ---------------------------------------------------------------------------
+
+    def _dir(self, alias: str) -> Path:
+        return self.data_dir / alias
+
+    def _pid_file(self, alias: str) -> Path:
+        return self._dir(alias) / "broker.pid"
+
+    def _properties(self, alias: str) -> Path:
+        return self._dir(alias) / "server.properties"
+
+    def pid(self, alias: str) -> int | None:
+        """The pid of the broker this module started for ``alias``, if it still runs."""
+        try:
+            pid = int(self._pid_file(alias).read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        if not _alive(pid):
+            return None
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if str(self._properties(alias)) not in cmdline:
+                return None  # the pid was reused by an unrelated process
+        return pid
+
+    def _prepare(self, alias: str) -> list[str]:
+        host, port = _host_port(self.config.cluster(alias))
+        folder = self._dir(alias)
+        folder.mkdir(parents=True, exist_ok=True)
+        props = self._properties(alias)
+        log_dir = folder / "data"
+        controller_file = folder / "controller.port"
+        if controller_file.exists() and (log_dir / "meta.properties").exists():
+            controller_port = int(controller_file.read_text())
+        else:
+            controller_port = free_port(host)
+            shutil.rmtree(log_dir, ignore_errors=True)
+        for p, what in ((port, "broker"), (controller_port, "controller")):
+            if not port_free(host, p):
+                raise ClusterError(
+                    f"cluster {alias}: {what} port {host}:{p} is already in use by another "
+                    f"process; free it or change clusters.{alias}.bootstrap.servers")
+        props.write_text(SERVER_PROPERTIES.format(alias=alias, host=host, port=port,
+                                                  controller_port=controller_port,
+                                                  log_dir=log_dir))
+        controller_file.write_text(str(controller_port))
+        (folder / "log4j2.properties").write_text(LOG4J2)
+        java, classpath = _java(), _kafka_classpath()
+        if not (log_dir / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            result = subprocess.run(
+                [java, "-cp", classpath,
+                 f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
+                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+                capture_output=True, text=True, timeout=120)
+            if result.returncode != 0:
+                raise ClusterError(f"cluster {alias}: formatting the KRaft log dir failed: "
+                                   f"{(result.stderr or result.stdout).strip()[-500:]}")
+        return [java, f"-Xms{BROKER_HEAP}", f"-Xmx{BROKER_HEAP}", "-XX:+UseG1GC",
+                "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
+                "-cp", classpath, "kafka.Kafka", str(props)]
+
+    # --- verbs ---------------------------------------------------------------------------
+
+    def up(self, timeout: float = START_TIMEOUT_S) -> dict[str, str]:
+        """Start every broker not already running; return ``{alias: bootstrap}``."""
+        started: list[str] = []
+        procs: dict[str, subprocess.Popen] = {}
+        try:
+            for alias in self.aliases:
+                if self.pid(alias) is not None:
+                    continue
+                cmd = self._prepare(alias)
+                log = open(self._dir(alias) / "broker.log", "ab")
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        cwd=self._dir(alias))
+                log.close()
+                self._pid_file(alias).write_text(str(proc.pid))
+                started.append(alias)
+                procs[alias] = proc
+            deadline = time.monotonic() + timeout
+            pending = list(self.aliases)
+            while pending:
+                for alias in list(pending):
+                    proc = procs.get(alias)
+                    if proc is not None and proc.poll() is not None:
+                        raise ClusterError(f"cluster {alias}: broker exited with code "
+                                           f"{proc.returncode}: {self._log_tail(alias)}")
+                    if broker_answers(self.bootstrap(alias), timeout=2.0):
+                        pending.remove(alias)
+                if pending and time.monotonic() > deadline:
+                    raise ClusterError(f"clusters {', '.join(pending)} did not answer metadata "
+                                       f"requests within {timeout:.0f}s: "
+                                       f"{self._log_tail(pending[0])}")
+                if pending:
+                    time.sleep(0.3)
+        except BaseException:
+            for alias in started:
+                self.stop(alias, hard=True)
+            raise
+        return {alias: self.bootstrap(alias) for alias in self.aliases}
+
+    def bootstrap(self, alias: str) -> str:
+        host, port = _host_port(self.config.cluster(alias))
+        return f"{host}:{port}"
+
+    def status(self) -> list[BrokerStatus]:
+        out = []
+        for alias in self.aliases:
+            pid = self.pid(alias)
+            answering = pid is not None and broker_answers(self.bootstrap(alias), timeout=2.0)
+            out.append(BrokerStatus(alias, self.bootstrap(alias), pid, pid is not None,
+                                    answering))
+        return out
+
+    def stop(self, alias: str, hard: bool = False, timeout: float = 30.0) -> bool:
+        """Stop ``alias``'s broker (SIGTERM, or SIGKILL with ``hard``); True if one ran."""
+        pid = self.pid(alias)
+        if pid is None:
+            self._pid_file(alias).unlink(missing_ok=True)
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.1)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        self._pid_file(alias).unlink(missing_ok=True)
+        return True
+
+    def down(self) -> list[str]:
+        return [alias for alias in self.aliases if self.stop(alias)]
+
+    def _log_tail(self, alias: str, lines: int = 8) -> str:
+        try:
+            text = (self._dir(alias) / "broker.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no broker log)"
+        interesting = [ln for ln in text.splitlines() if "ERROR" in ln or "Exception" in ln]
+        return " | ".join((interesting or text.splitlines())[-lines:])[-1200:]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["up", "status", "down"])
+    parser.add_argument("--data-dir", help="broker state folder (default: embedded.data.dir)")
+    parser.add_argument("--alias", action="append",
+                        help="only this cluster alias (repeatable; default: all)")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    clusters = EmbeddedClusters(config, args.alias, args.data_dir)
+    if args.action == "up":
+        for alias, bootstrap in clusters.up().items():
+            print(f"{alias}: bootstrap.servers={bootstrap}  (pid {clusters.pid(alias)})")
+        return 0
+    if args.action == "status":
+        statuses = clusters.status()
+        for status in statuses:
+            print(status.line())
+        return 0 if all(s.answering for s in statuses) else 3
+    stopped = clusters.down()
+    print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="offset-ledger clusters")
+    parser.add_argument("--config")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args, load_config(args.config))
+    except OffsetLedgerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Session-wide fixtures: one SparkSession, one pair of embedded Kafka clusters.
+
+Both are started through the project's own code (``pipelines.spark.get_spark`` and
+``pipelines.clusters.EmbeddedClusters``), on free loopback ports, and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ledger.config import Config, config_from_mapping
+from pipelines.clusters import EmbeddedClusters, free_port
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pipelines.spark import get_spark
+
+    session = get_spark("offset-ledger-tests", master="local[2]", ui=False)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedClusters]:
+    """Two single-node KRaft brokers, aliases P and B, for the whole test session."""
+    data_dir = tmp_path_factory.mktemp("clusters")
+    raw = {
+        "clusters": {alias: {"bootstrap.servers": f"127.0.0.1:{free_port()}"}
+                     for alias in ("P", "B")},
+        "flows": {"P->B": True, "B->P": True},
+        "embedded": {"data.dir": str(data_dir)},
+    }
+    clusters = EmbeddedClusters(config_from_mapping(raw, path=str(data_dir / "c.yaml")))
+    clusters.up()
+    yield clusters
+    clusters.down()
+
+
+@pytest.fixture
+def make_config(tmp_path: Path, kafka_clusters: EmbeddedClusters) -> Callable[..., Config]:
+    """Build a Config for the embedded clusters with a fresh ledger under ``tmp_path``.
+
+    Keyword arguments are merged into the YAML document (nested MM2 keys allowed), and the
+    YAML is written to ``tmp_path/offset-ledger.yaml`` so CLI tests can pass ``--config``.
+    """
+
+    def build(**overrides: Any) -> Config:
+        raw: dict[str, Any] = {
+            "clusters": {alias: {"bootstrap.servers": kafka_clusters.bootstrap(alias)}
+                         for alias in ("P", "B")},
+            "flows": {"P->B": True, "B->P": True},
+            "ledger": {"location": str(tmp_path / "ledger"),
+                       "streaming.checkpoint.location": str(tmp_path / "streaming")},
+            "embedded": {"data.dir": str(kafka_clusters.data_dir)},
+        }
+        raw.update(overrides)
+        path = tmp_path / "offset-ledger.yaml"
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        return config_from_mapping(raw, path=str(path))
+
+    return build
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Unique topic/group names, since the clusters are shared by the whole session."""
+    return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,149 @@
+"""Config validation: each error names the bad key and value; secrets never shown."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from ledger.config import MASK, ConfigError, config_from_mapping, load_config
+
+pytestmark = pytest.mark.unit
+
+BASE = {
+    "clusters": {"P": {"bootstrap.servers": "127.0.0.1:1"},
+                 "B": {"bootstrap.servers": "127.0.0.1:2"}},
+    "flows": {"P->B": True, "B->P": True},
+}
+
+
+def with_(**changes):
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in BASE.items()}
+    raw.update(changes)
+    return raw
+
+
+def test_defaults_are_mm2s():
+    config = config_from_mapping(BASE)
+    assert config.replication_policy_separator == "."
+    assert config.offset_lag_max == 100
+    assert config.emit_checkpoints_interval_seconds == 60
+    assert config.sync_group_offsets_interval_seconds == 60
+    assert config.sync_group_offsets_enabled is False
+    assert [f.name for f in config.flows] == ["P->B", "B->P"]
+
+
+def test_nested_and_flat_mm2_keys_mean_the_same():
+    flat = config_from_mapping(with_(**{"replication.policy.separator": "_"}))
+    nested = config_from_mapping(with_(replication={"policy": {"separator": "_"}}))
+    assert flat.replication_policy_separator == nested.replication_policy_separator == "_"
+
+
+def test_unknown_alias_in_flow():
+    with pytest.raises(ConfigError, match=r"flows\.P->X: unknown cluster alias 'X'"):
+        config_from_mapping(with_(flows={"P->X": True}))
+
+
+def test_flow_to_itself():
+    with pytest.raises(ConfigError, match=r"flows\.P->P: a flow from a cluster to itself"):
+        config_from_mapping(with_(flows={"P->P": True}))
+
+
+def test_missing_bootstrap_servers():
+    with pytest.raises(ConfigError, match=r"clusters\.B: missing bootstrap\.servers"):
+        config_from_mapping(with_(clusters={"P": {"bootstrap.servers": "h:1"},
+                                            "B": {"security.protocol": "SSL"}}))
+
+
+def test_unknown_property_named_with_value():
+    with pytest.raises(ConfigError, match=r"offset\.lag\.maximum: unknown property \(value 5\)"):
+        config_from_mapping(with_(**{"offset.lag.maximum": 5}))
+
+
+def test_bad_value_named():
+    with pytest.raises(ConfigError, match=r"offset\.lag\.max: invalid value 'lots'"):
+        config_from_mapping(with_(**{"offset.lag.max": "lots"}))
+
+
+def test_unknown_flow_property():
+    with pytest.raises(ConfigError, match=r"flows\.P->B\.topicz: unknown property"):
+        config_from_mapping(with_(flows={"P->B": {"topicz": ["x"]}}))
+
+
+def test_prefixless_bidirectional_flows_would_loop():
+    with pytest.raises(ConfigError, match="would loop under IdentityReplicationPolicy"):
+        config_from_mapping(with_(**{"replication.policy.class": "IdentityReplicationPolicy"}))
+
+
+def test_reverse_checkpointing_under_prefixless_policy_is_refused():
+    raw = with_(flows={"B->P": {"reverse.checkpointed.topics": ["P.Payments"]}, "P->B": True},
+                **{"replication.policy.class": "IdentityReplicationPolicy"})
+    with pytest.raises(ConfigError, match="needs the prefix policy"):
+        config_from_mapping(raw)
+
+
+def test_reverse_checkpointing_needs_both_flows():
+    raw = with_(flows={"B->P": {"reverse.checkpointed.topics": ["P.Payments"]}})
+    with pytest.raises(ConfigError, match="needs both flows enabled; P->B is not"):
+        config_from_mapping(raw)
+
+
+def test_reverse_checkpointed_topic_must_be_a_replica_of_the_target():
+    raw = with_(flows={"P->B": True, "B->P": {"reverse.checkpointed.topics": ["Payments"]}})
+    with pytest.raises(ConfigError, match="'Payments' is not a replica of a P topic"):
+        config_from_mapping(raw)
+
+
+def test_unknown_alias_lookup_is_clear():
+    config = config_from_mapping(BASE)
+    with pytest.raises(ConfigError, match=r"unknown cluster alias 'Q' \(configured: B, P\)"):
+        config.cluster("Q")
+    with pytest.raises(ConfigError, match="unknown cluster alias 'Q'"):
+        config.flow("P->Q")
+
+
+def test_secrets_masked_in_repr_str_and_logs(caplog):
+    secret = "hunter2-s3cret"
+    raw = with_(clusters={"P": {"bootstrap.servers": "h:1", "sasl.password": secret,
+                                "sasl.oauthbearer.client.secret": secret},
+                          "B": {"bootstrap.servers": "h:2"}})
+    config = config_from_mapping(raw)
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("t").info("config %s / %r / %s", config, config.cluster("P"),
+                                    config.clusters)
+    shown = repr(config) + str(config) + repr(config.cluster("P")) + caplog.text
+    assert secret not in shown
+    assert MASK in repr(config.cluster("P"))
+    # The real value still reaches librdkafka.
+    assert config.cluster("P").client_config()["sasl.password"] == secret
+
+
+def test_secret_never_in_error_message():
+    raw = with_(**{"sasl.password": "hunter2"})
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(raw)
+    assert "hunter2" not in str(info.value)
+    assert "sasl.password" in str(info.value)
+
+
+def test_load_config_env_var_and_missing_file(tmp_path: Path, monkeypatch):
+    path = tmp_path / "c.yaml"
+    path.write_text("clusters:\n  P: {bootstrap.servers: 'h:1'}\n  B: {bootstrap.servers: 'h:2'}\n"
+                    "flows:\n  P->B: true\nledger:\n  location: led\n")
+    monkeypatch.setenv("OFFSET_LEDGER_CONFIG", str(path))
+    config = load_config()
+    assert config.ledger_location == str(tmp_path / "led")
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(str(tmp_path / "nope.yaml"))
+
+
+def test_shipped_example_config_is_valid():
+    config = load_config(str(Path(__file__).resolve().parents[2] / "offset-ledger.yaml"))
+    assert set(config.clusters) == {"P", "B"}
+    assert config.flow("B->P").reverse_checkpointed_topics == ("P.Payments",)
+
+
+def test_catalog_schema_location_kept_as_is():
+    config = config_from_mapping(with_(ledger={"location": "main.offset_ledger"}))
+    assert config.ledger_location == "main.offset_ledger"

@@ -1,0 +1,83 @@
+"""The embedded clusters: real KRaft brokers started and stopped by the project's own code."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from ledger.config import config_from_mapping
+from pipelines import kafka_admin
+from pipelines.clusters import ClusterError, EmbeddedClusters, free_port
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.mark.parametrize("alias", ["P", "B"])
+def test_produce_consume_round_trip(kafka_clusters, make_config, unique, alias):
+    cluster = make_config().cluster(alias)
+    topic = unique("roundtrip")
+    assert kafka_admin.create_topic(cluster, topic, 2)
+    producer = Producer(cluster.client_config(**{"enable.idempotence": True}))
+    delivered = []
+    for i in range(10):
+        producer.produce(topic, key=f"k{i}", value=f"v{i}", partition=i % 2,
+                         on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    assert producer.flush(15) == 0
+    assert all(err is None for err, _ in delivered)
+    consumer = Consumer(cluster.client_config(**{"group.id": unique("g"),
+                                                 "auto.offset.reset": "earliest"}))
+    consumer.subscribe([topic])
+    seen = []
+    try:
+        while len(seen) < 10:
+            msg = consumer.poll(10)
+            assert msg is not None, f"only {len(seen)} of 10 records arrived"
+            assert msg.error() is None
+            seen.append((msg.key().decode(), msg.value().decode()))
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted((f"k{i}", f"v{i}") for i in range(10))
+    assert kafka_admin.watermarks(cluster, topic, 2) == {0: (0, 5), 1: (0, 5)}
+
+
+def test_status_reports_both_clusters_running(kafka_clusters):
+    statuses = {s.alias: s for s in kafka_clusters.status()}
+    assert set(statuses) == {"P", "B"}
+    assert all(s.running and s.answering for s in statuses.values())
+
+
+def test_port_taken_gives_clear_error_and_leaves_nothing_running(tmp_path):
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        taken = blocker.getsockname()[1]
+        raw = {"clusters": {"X": {"bootstrap.servers": f"127.0.0.1:{free_port()}"},
+                            "Y": {"bootstrap.servers": f"127.0.0.1:{taken}"}},
+               "embedded": {"data.dir": str(tmp_path)}}
+        clusters = EmbeddedClusters(config_from_mapping(raw))
+        with pytest.raises(ClusterError, match=f"port 127.0.0.1:{taken} is already in use"):
+            clusters.up()
+    assert clusters.pid("X") is None and clusters.pid("Y") is None
+
+
+def test_java_missing_is_clear(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    raw = {"clusters": {"X": {"bootstrap.servers": f"127.0.0.1:{free_port()}"}},
+           "embedded": {"data.dir": str(tmp_path)}}
+    with pytest.raises(ClusterError, match="Java not found"):
+        EmbeddedClusters(config_from_mapping(raw)).up()
+
+
+def test_non_loopback_cluster_cannot_be_embedded(tmp_path):
+    raw = {"clusters": {"X": {"bootstrap.servers": "kafka.example.com:9092"}},
+           "embedded": {"data.dir": str(tmp_path)}}
+    with pytest.raises(ClusterError, match="not a single loopback host:port"):
+        EmbeddedClusters(config_from_mapping(raw)).up()
+
+
+def test_unknown_alias_is_refused(kafka_clusters):
+    with pytest.raises(ValueError, match="unknown cluster alias 'Q'"):
+        EmbeddedClusters(kafka_clusters.config, ["Q"])
