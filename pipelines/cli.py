@@ -79,5 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def job_main(verb: str, argv: list[str] | None = None) -> int:
+    """What each job's ``main(argv=None)`` calls: the same verb as ``offset-ledger VERB``.
+
+    ``argv`` defaults to ``sys.argv[1:]``, so one function serves the console script, the
+    ``spark-submit pipelines/<job>/job.py ...`` file and a Databricks ``python_wheel_task``.
+    """
+    return main([verb, *(sys.argv[1:] if argv is None else argv)])
+
+
 if __name__ == "__main__":
     sys.exit(main())
