@@ -201,3 +201,53 @@ def alter_group_offsets(cluster: ClusterConfig, group: str,
     if failed:
         raise KafkaAdminError(f"cluster {cluster.alias}: writing offsets of group {group} "
                               f"failed for {[(tp.topic, tp.partition) for tp in failed]}")
+
+
+# --- added for replication (pipelines/replicate) ---------------------------------------------
+
+
+def explicit_topic_configs(cluster: ClusterConfig, topic: str,
+                           keys: Iterable[str] = REPLICATED_TOPIC_CONFIGS) -> dict[str, str]:
+    """The configs set on the topic itself (not inherited from broker settings) among ``keys``."""
+    from confluent_kafka.admin import ConfigSource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    client = admin(cluster)
+    futures = client.describe_configs([resource])
+    entries = _wait(cluster, f"describing {topic}", futures[resource])
+    wanted = set(keys)
+    return {name: e.value for name, e in entries.items()
+            if name in wanted and e.value is not None
+            and e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def delete_topic_configs(cluster: ClusterConfig, topic: str, keys: Iterable[str]) -> None:
+    """Reset topic-level configs to the broker's defaults."""
+    keys = list(keys)
+    if not keys:
+        return
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in keys])
+    client = admin(cluster)
+    futures = client.incremental_alter_configs([resource])
+    _wait(cluster, f"resetting configs of {topic}", futures[resource])
+
+
+def end_offsets(cluster: ClusterConfig,
+                partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): end offset}`` in one request (the high watermark)."""
+    from confluent_kafka.admin import OffsetSpec
+
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    client = admin(cluster)
+    futures = client.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in wanted},
+                                  request_timeout=TIMEOUT_S)
+    out = {}
+    for tp, future in futures.items():
+        info = _wait(cluster, f"reading end offsets of {tp.topic}", future)
+        out[(tp.topic, tp.partition)] = int(info.offset)
+    return out

@@ -1,0 +1,144 @@
+"""Pure checkpoint and group-offset-sync decisions: no Spark, no Kafka, just rows.
+
+Invariants:
+    * A checkpoint row is ``translated`` (``target_offset`` set), ``untranslatable``
+      (``target_offset`` NULL, ``reason`` set) or ``held``.
+    * Never backwards: when a translation would fall below the previous checkpoint of the same
+      (group, direction, source topic, partition) while the group did not rewind (its committed
+      offset did not decrease) and the replica was not truncated (the previous target is within
+      the current epoch), the previous target offset is kept (``held``).
+    * Group offset sync (MM2's rules): write only translated offsets, only for partitions the
+      group committed on the source, and never below what the group already has on the target.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ledger.store import OffsetSyncStore, Translated
+from pipelines.checkpoint.mapping import FORWARD, TopicMapping
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A committed offset observed in a group."""
+
+    cluster: str
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The latest earlier checkpoint of a (group, direction, source topic, partition)."""
+
+    source_offset: int
+    target_offset: int | None
+
+
+def checkpoint_key(row: Mapping) -> tuple[str, str, str, int]:
+    return (row["group_id"], row["direction"], row["source_topic"], int(row["partition"]))
+
+
+def compute_checkpoints(
+    commits: list[Commit],
+    mappings: Mapping[str, TopicMapping],
+    stores: Mapping[str, OffsetSyncStore],
+    previous: Mapping[tuple[str, str, str, int], Previous],
+    *,
+    checkpoint_id: str,
+    target_cluster: str,
+    now: dt.datetime,
+) -> list[dict]:
+    """One checkpoint row per commit on a mapped topic."""
+    rows = []
+    for commit in sorted(commits, key=lambda c: (c.group_id, c.topic, c.partition)):
+        mapping = mappings.get(commit.topic)
+        if mapping is None:
+            continue
+        store = stores[mapping.sync_flow]
+        translate = store.forward if mapping.direction == FORWARD else store.reverse
+        result = translate(mapping.sync_topic, commit.partition, commit.offset)
+        key = (commit.group_id, mapping.direction, commit.topic, commit.partition)
+        prev = previous.get(key)
+        rewound = prev is not None and commit.offset < prev.source_offset
+        status, target, reason = result.status, result.offset, getattr(result, "reason", None)
+        if (isinstance(result, Translated) and prev is not None and prev.target_offset is not None
+                and result.offset < prev.target_offset and not rewound
+                and prev.target_offset <= _epoch_end(store, mapping, commit.partition)):
+            status, target = "held", prev.target_offset
+            reason = (f"translation {result.offset} is below the previous checkpoint "
+                      f"{prev.target_offset} and the group did not rewind")
+        rows.append({
+            "checkpoint_id": checkpoint_id,
+            "flow": mapping.sync_flow,
+            "direction": mapping.direction,
+            "group_id": commit.group_id,
+            "source_cluster": commit.cluster,
+            "source_topic": commit.topic,
+            "partition": commit.partition,
+            "source_offset": commit.offset,
+            "target_cluster": target_cluster,
+            "target_topic": mapping.target_topic,
+            "target_offset": target,
+            "status": status,
+            "reason": reason,
+            "group_rewound": rewound,
+            "offset_syncs_version": store.version,
+            "checkpointed_at": now,
+        })
+    return rows
+
+
+def _epoch_end(store: OffsetSyncStore, mapping: TopicMapping, partition: int) -> int:
+    """The highest position of the current epoch on the side the checkpoint targets."""
+    runs = store.runs.get((mapping.sync_topic, partition)) or []
+    if mapping.direction == FORWARD:
+        return max((r.downstream_end for r in runs), default=0)
+    return max((r.upstream_end for r in runs), default=0)
+
+
+@dataclass(frozen=True)
+class OffsetWrite:
+    """A decided write of ``offset`` into ``group_id`` on ``topic[partition]`` of the target."""
+
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+    previous_offset: int | None
+    checkpoint: Mapping
+
+
+def decide_offset_writes(
+    checkpoints: list[dict],
+    target_commits: Mapping[tuple[str, str, int], int],
+) -> tuple[list[OffsetWrite], list[tuple[dict, str]]]:
+    """MM2's sync rules over this pass's checkpoints.
+
+    Args:
+        checkpoints: rows from :func:`compute_checkpoints` (only committed partitions appear).
+        target_commits: ``{(group, topic, partition): offset}`` the groups have on the target.
+
+    Returns:
+        The writes to make, and the skipped checkpoints with the reason.
+    """
+    writes, skipped = [], []
+    for row in checkpoints:
+        if row["target_offset"] is None:
+            skipped.append((row, f"untranslatable: {row['reason']}"))
+            continue
+        key = (row["group_id"], row["target_topic"], row["partition"])
+        existing = target_commits.get(key)
+        if existing is not None and existing >= row["target_offset"]:
+            reason = ("already there" if existing == row["target_offset"]
+                      else f"never rewind: the group is at {existing} there")
+            skipped.append((row, reason))
+            continue
+        writes.append(OffsetWrite(row["group_id"], row["target_topic"], row["partition"],
+                                  int(row["target_offset"]), existing, row))
+    return writes, skipped

@@ -1,0 +1,258 @@
+"""One checkpoint pass for a flow ``S->T``: observe groups, translate, record, sync offsets.
+
+Kafka and Delta I/O live here; the decisions are in :mod:`pipelines.checkpoint.compute`.
+
+Invariants:
+    * Order of a pass: observe commits on S and T -> append ``group_offsets`` -> translate with
+      stores loaded at one ``offset_syncs`` version -> append ``checkpoints`` -> write offsets on
+      T -> append ``resume_points``. A resume point is recorded only for an offset that Kafka
+      accepted, and always names the checkpoint and ledger versions it came from.
+    * Offsets are written only into groups with no active members on T; in periodic mode an
+      active group is skipped (and reported), in failover/failback mode it is an error.
+    * When S is unreachable (a disaster) and the caller allows it, the group's last commits
+      recorded in ``group_offsets`` stand in for the live ones.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession, Window
+from pyspark.sql import functions as F
+
+from ledger.config import Config, FlowConfig
+from ledger.errors import OffsetLedgerError
+from ledger.schemas import (
+    CHECKPOINTS,
+    CHECKPOINTS_SCHEMA,
+    GROUP_OFFSETS,
+    GROUP_OFFSETS_SCHEMA,
+    OFFSET_SYNCS,
+    RESUME_POINTS,
+    RESUME_POINTS_SCHEMA,
+)
+from ledger.store import OffsetSyncStore
+from ledger.tables import Ledger
+from pipelines import kafka_admin
+from pipelines.checkpoint.compute import (
+    Commit,
+    OffsetWrite,
+    Previous,
+    checkpoint_key,
+    compute_checkpoints,
+    decide_offset_writes,
+)
+from pipelines.checkpoint.mapping import TopicMapping, map_topic
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+@dataclass
+class CheckpointResult:
+    checkpoint_id: str
+    flow: str
+    checkpoints: list[dict] = field(default_factory=list)
+    writes: list[OffsetWrite] = field(default_factory=list)
+    skipped: list[tuple[dict, str]] = field(default_factory=list)
+    resume_points: list[dict] = field(default_factory=list)
+    source_commits: list[Commit] = field(default_factory=list)
+    source_live: bool = True
+    versions: dict[str, int] = field(default_factory=dict)
+
+
+class Checkpointer:
+    """Runs checkpoint passes against one ledger in one Spark session."""
+
+    def __init__(self, spark: SparkSession, config: Config, ledger: Ledger | None = None):
+        self.spark = spark
+        self.config = config
+        self.ledger = ledger or Ledger(spark, config.ledger_location)
+
+    # --- observation ---------------------------------------------------------------------
+
+    def groups_on(self, flow: FlowConfig, cluster_alias: str) -> list[str]:
+        cluster = self.config.cluster(cluster_alias)
+        return sorted(g.group_id for g in kafka_admin.list_groups(cluster)
+                      if flow.group_allowed(g.group_id))
+
+    def observe(self, cluster_alias: str, groups: Iterable[str]) -> tuple[list[Commit], dict]:
+        cluster = self.config.cluster(cluster_alias)
+        commits, states = [], {}
+        for group in groups:
+            states[group] = kafka_admin.describe_group(cluster, group).state
+            for (topic, partition), offset in kafka_admin.group_offsets(cluster, group).items():
+                commits.append(Commit(cluster_alias, group, topic, partition, offset))
+        return commits, states
+
+    def recorded_commits(self, cluster_alias: str, groups: Iterable[str]) -> list[Commit]:
+        """The latest commits ``group_offsets`` holds (for a source that cannot be reached)."""
+        groups = sorted(groups)
+        df = self.ledger.read(GROUP_OFFSETS).where(
+            (F.col("cluster") == cluster_alias) & F.col("group_id").isin(groups))
+        w = Window.partitionBy("group_id", "topic", "partition").orderBy(F.desc("observed_at"))
+        rows = df.withColumn("rn", F.row_number().over(w)).where("rn = 1").collect()
+        return [Commit(cluster_alias, r["group_id"], r["topic"], r["partition"],
+                       r["committed_offset"]) for r in rows]
+
+    def record_observations(self, commits: list[Commit], states: dict[tuple[str, str], str],
+                            now: dt.datetime) -> None:
+        if not commits:
+            return
+        observation = uuid.uuid4().hex
+        rows = [{"observation_id": observation, "cluster": c.cluster, "group_id": c.group_id,
+                 "topic": c.topic, "partition": c.partition, "committed_offset": c.offset,
+                 "group_state": states.get((c.cluster, c.group_id)), "observed_at": now}
+                for c in commits]
+        self.ledger.append(GROUP_OFFSETS, self.spark.createDataFrame(rows, GROUP_OFFSETS_SCHEMA))
+
+    def previous_checkpoints(self, source_cluster: str,
+                             groups: Iterable[str]) -> dict[tuple, Previous]:
+        df = self.ledger.read(CHECKPOINTS).where(
+            (F.col("source_cluster") == source_cluster) & F.col("group_id").isin(sorted(groups)))
+        w = Window.partitionBy("group_id", "direction", "source_topic", "partition").orderBy(
+            F.desc("checkpointed_at"))
+        rows = df.withColumn("rn", F.row_number().over(w)).where("rn = 1").collect()
+        return {checkpoint_key(r): Previous(r["source_offset"], r["target_offset"]) for r in rows}
+
+    # --- the pass ------------------------------------------------------------------------
+
+    def mappings(self, flow: FlowConfig, topics: Iterable[str]) -> dict[str, TopicMapping]:
+        out = {}
+        for topic in set(topics):
+            mapping = map_topic(self.config, flow, topic)
+            if mapping is not None:
+                out[topic] = mapping
+        return out
+
+    def load_stores(self, mappings: dict[str, TopicMapping]) -> dict[str, OffsetSyncStore]:
+        version = self.ledger.version(OFFSET_SYNCS)
+        by_flow: dict[str, set[str]] = {}
+        for m in mappings.values():
+            by_flow.setdefault(m.sync_flow, set()).add(m.sync_topic)
+        return {flow: OffsetSyncStore.load(self.ledger, flow, version, topics)
+                for flow, topics in by_flow.items()}
+
+    def run(self, flow_name: str, *, groups: list[str] | None = None, sync: bool | None = None,
+            operation_id: str | None = None, reason: str = "group_offset_sync",
+            strict: bool = False, allow_unreachable_source: bool = False,
+            dry_run: bool = False) -> CheckpointResult:
+        """One pass.
+
+        Args:
+            flow_name: ``S->T``: groups committed on S get checkpoints toward T.
+            groups: only these groups (default: every allowlisted group on S).
+            sync: write translated offsets into the groups on T (default: config).
+            operation_id: the failover/failback this pass belongs to.
+            reason: recorded with each resume point.
+            strict: an active group on T is an error instead of being skipped.
+            allow_unreachable_source: with ``groups``, use recorded commits if S is down.
+            dry_run: compute and decide, but write nothing to the ledger or Kafka.
+        """
+        flow = self.config.flow(flow_name)
+        if dry_run:
+            self.ledger.require()
+        else:
+            self.ledger.init()
+        sync = self.config.sync_group_offsets_enabled if sync is None else sync
+        now = utcnow()
+        result = CheckpointResult(uuid.uuid4().hex, flow.name)
+        source_cluster = self.config.cluster(flow.source)
+        try:
+            kafka_admin.check_reachable(source_cluster, timeout=5.0)
+            group_ids = groups if groups is not None else self.groups_on(flow, flow.source)
+            commits, states = self.observe(flow.source, group_ids)
+        except kafka_admin.KafkaAdminError:
+            if not allow_unreachable_source or groups is None:
+                raise
+            log.warning("cluster %s unreachable: using the last recorded commits", flow.source)
+            result.source_live = False
+            group_ids = groups
+            commits, states = self.recorded_commits(flow.source, group_ids), {}
+        target_commits, target_states = self.observe(flow.target, group_ids)
+        all_states = {**{(flow.source, g): s for g, s in states.items()},
+                      **{(flow.target, g): s for g, s in target_states.items()}}
+        if not dry_run:
+            self.record_observations((commits if result.source_live else []) + target_commits,
+                                     all_states, now)
+        result.source_commits = commits
+        mappings = self.mappings(flow, {c.topic for c in commits})
+        stores = self.load_stores(mappings)
+        previous = self.previous_checkpoints(flow.source, group_ids)
+        result.checkpoints = compute_checkpoints(
+            commits, mappings, stores, previous, checkpoint_id=result.checkpoint_id,
+            target_cluster=flow.target, now=now)
+        if dry_run:
+            existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
+            result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)
+            result.versions = {OFFSET_SYNCS: self.ledger.version(OFFSET_SYNCS)}
+            return result
+        if result.checkpoints:
+            self.ledger.append(CHECKPOINTS, self.spark.createDataFrame(result.checkpoints,
+                                                                       CHECKPOINTS_SCHEMA))
+        result.versions = {
+            OFFSET_SYNCS: next(iter(stores.values())).version if stores
+            else self.ledger.version(OFFSET_SYNCS),
+            CHECKPOINTS: self.ledger.version(CHECKPOINTS),
+            GROUP_OFFSETS: self.ledger.version(GROUP_OFFSETS),
+        }
+        if sync:
+            self._sync(flow, result, target_commits, operation_id, reason, strict, now)
+        result.versions[RESUME_POINTS] = self.ledger.version(RESUME_POINTS)
+        return result
+
+    def _sync(self, flow: FlowConfig, result: CheckpointResult, target_commits: list[Commit],
+              operation_id: str | None, reason: str, strict: bool, now: dt.datetime) -> None:
+        target = self.config.cluster(flow.target)
+        existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
+        writes, skipped = decide_offset_writes(result.checkpoints, existing)
+        result.skipped.extend(skipped)
+        by_group: dict[str, list[OffsetWrite]] = {}
+        for w in writes:
+            by_group.setdefault(w.group_id, []).append(w)
+        for group, group_writes in sorted(by_group.items()):
+            try:
+                kafka_admin.alter_group_offsets(
+                    target, group, {(w.topic, w.partition): w.offset for w in group_writes})
+            except kafka_admin.GroupActiveError as exc:
+                if strict:
+                    raise
+                log.warning("%s; not syncing its offsets this pass", exc)
+                result.skipped.extend((w.checkpoint, str(exc)) for w in group_writes)
+                continue
+            result.writes.extend(group_writes)
+        result.resume_points = [
+            resume_point_row(w, operation_id=operation_id, reason=reason, cluster=flow.target,
+                             checkpoints_version=result.versions[CHECKPOINTS], now=now)
+            for w in result.writes]
+        if result.resume_points:
+            self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
+                result.resume_points, RESUME_POINTS_SCHEMA))
+
+
+def resume_point_row(write: OffsetWrite, *, operation_id: str | None, reason: str, cluster: str,
+                     checkpoints_version: int | None, now: dt.datetime) -> dict:
+    cp = write.checkpoint
+    return {
+        "resume_point_id": uuid.uuid4().hex, "operation_id": operation_id, "reason": reason,
+        "cluster": cluster, "group_id": write.group_id, "topic": write.topic,
+        "partition": write.partition, "offset": write.offset,
+        "previous_offset": write.previous_offset,
+        "checkpoint_id": cp.get("checkpoint_id"), "direction": cp.get("direction"),
+        "source_cluster": cp.get("source_cluster"), "source_topic": cp.get("source_topic"),
+        "source_offset": cp.get("source_offset"),
+        "offset_syncs_version": cp.get("offset_syncs_version"),
+        "checkpoints_version": checkpoints_version if cp.get("checkpoint_id") else None,
+        "written_at": now,
+    }
+
+
+class NothingToCheckpoint(OffsetLedgerError):
+    """The named group has no committed offsets on mapped topics."""

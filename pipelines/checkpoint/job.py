@@ -1,0 +1,70 @@
+"""``offset-ledger checkpoint --flow S->T [--once]``: checkpoints and group offset sync.
+
+Also the ``spark-submit pipelines/checkpoint/job.py`` file and the Databricks entry point
+``offset-ledger-checkpoint``. Periodic mode emits checkpoints every
+``emit.checkpoints.interval.seconds`` and syncs group offsets (when
+``sync.group.offsets.enabled``) every ``sync.group.offsets.interval.seconds``, like MM2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ledger.config import Config
+from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
+from pipelines.cli import job_main
+from pipelines.spark import get_spark
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flow", required=True, help="S->T: groups on S checkpointed toward T")
+    parser.add_argument("--once", action="store_true", help="one pass, then exit")
+    parser.add_argument("--group", action="append", help="only this group (repeatable)")
+    sync = parser.add_mutually_exclusive_group()
+    sync.add_argument("--sync", dest="sync", action="store_true", default=None,
+                      help="write translated offsets into groups on T (overrides config)")
+    sync.add_argument("--no-sync", dest="sync", action="store_false",
+                      help="only record checkpoints")
+    parser.add_argument("--max-passes", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def summary(result: CheckpointResult) -> str:
+    counts: dict[str, int] = {}
+    for row in result.checkpoints:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"
+    return (f"checkpoint {result.checkpoint_id[:12]} flow {result.flow}: "
+            f"{len(result.checkpoints)} checkpoints ({status}); "
+            f"{len(result.writes)} group offsets written, {len(result.skipped)} not written; "
+            f"ledger versions {result.versions}")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    checkpointer = Checkpointer(get_spark("offset-ledger-checkpoint"), config)
+    emit_every = max(1, config.emit_checkpoints_interval_seconds)
+    sync_every = max(1, config.sync_group_offsets_interval_seconds)
+    want_sync = config.sync_group_offsets_enabled if args.sync is None else args.sync
+    last_sync = float("-inf")
+    passes = 0
+    while True:
+        started = time.monotonic()
+        do_sync = want_sync and (args.once or started - last_sync >= sync_every)
+        result = checkpointer.run(args.flow, groups=args.group, sync=do_sync)
+        if do_sync:
+            last_sync = started
+        print(summary(result), flush=True)
+        passes += 1
+        if args.once or (args.max_passes is not None and passes >= args.max_passes):
+            return 0
+        # A scheduler loop, not synchronisation: wait out the configured interval.
+        time.sleep(max(0.0, emit_every - (time.monotonic() - started)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main("checkpoint", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Printing checkpoint and translation results as a table or JSON (no Spark, no Kafka)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+
+
+def translation_rows(checkpoints: Iterable[Mapping]) -> list[dict]:
+    """The user-facing view of checkpoint rows; ``offset`` is None when untranslatable."""
+    return [{
+        "group": r["group_id"], "direction": r["direction"],
+        "from_cluster": r["source_cluster"], "topic": r["source_topic"],
+        "partition": r["partition"], "committed_offset": r["source_offset"],
+        "to_cluster": r["target_cluster"], "target_topic": r["target_topic"],
+        "offset": r["target_offset"], "status": r["status"], "reason": r["reason"],
+    } for r in checkpoints]
+
+
+def render(rows: list[dict], fmt: str = "table") -> str:
+    if fmt == "json":
+        return json.dumps(rows, indent=2, default=str)
+    if not rows:
+        return "(nothing to translate)"
+    header = ["group", "topic", "partition", "committed", "->", "target_topic", "offset",
+              "status"]
+    body = [[r["group"], f"{r['from_cluster']}:{r['topic']}", str(r["partition"]),
+             str(r["committed_offset"]), r["direction"], f"{r['to_cluster']}:{r['target_topic']}",
+             "-" if r["offset"] is None else str(r["offset"]),
+             r["status"] + (f" ({r['reason']})" if r["reason"] else "")] for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
+    return "\n".join(line.rstrip() for line in lines)
