@@ -104,6 +104,9 @@ class FlowConfig:
     def topic_allowed(self, topic: str) -> bool:
         return _matches(topic, self.topics) and not _matches(topic, self.topics_exclude)
 
+    def reverse_checkpointed(self, topic: str) -> bool:
+        return _matches(topic, self.reverse_checkpointed_topics)
+
     def group_allowed(self, group: str) -> bool:
         return _matches(group, self.groups) and not _matches(group, self.groups_exclude)
 

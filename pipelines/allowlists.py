@@ -68,9 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "topics") -> None
                                 if verb == "reverse-checkpointed-topics" else ""))
     action = parser.add_mutually_exclusive_group(required=True)
     example = "P.Payments" if verb == "reverse-checkpointed-topics" else "Payments"
-    action.add_argument("--add", action="append", metavar="NAME",
-                        help=f"add a regex (full match) to the flow's {what}, e.g. {example}; "
-                             "repeatable")
+    if verb == "reverse-checkpointed-topics":
+        add_help = ("add a replica topic on the source, named <target><separator><topic>, whose "
+                    "group offsets are translated back to the target, e.g. P.Payments; repeatable")
+    else:
+        add_help = f"add a regex (full match) to the flow's {what}, e.g. {example}; repeatable"
+    action.add_argument("--add", action="append", metavar="NAME", help=add_help)
     action.add_argument("--remove", action="append", metavar="NAME",
                         help=f"remove an entry from the flow's {what}; repeatable")
     action.add_argument("--list", action="store_true",
@@ -119,9 +122,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 print(f"{name!r} is already in {where}{how}; nothing to add")
         if not new:
             return 0
-        seq = _editable_seq(flows, flow_key, key, where)
+        seq = _editable_seq(flows, flow_key, key, where, rt)
+        width = _flow_width(rt, seq)
         for name in new:
             seq.append(_styled(seq, name))
+        _keep_comment_gap(flows[flow_key], key, rt, seq, width)
         _commit(rt, doc, path, config)
         for name in new:
             print(f"added {name!r} to {where}")
@@ -141,11 +146,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
         marker = " (the default)" if current is None and effective else ""
         raise ConfigError(f"{where}: {shown} not present (it lists {listing}{marker}); "
                           "nothing changed")
-    seq = _editable_seq(flows, flow_key, key, where)
+    seq = _editable_seq(flows, flow_key, key, where, rt)
+    width = _flow_width(rt, seq)
     for name in names:
         for i in reversed(range(len(seq))):
             if str(seq[i]) == name:
                 del seq[i]
+    _keep_comment_gap(flows[flow_key], key, rt, seq, width)
     _commit(rt, doc, path, config)
     for name in names:
         print(f"removed {name!r} from {where}")
@@ -249,12 +256,13 @@ def _current(spec: Any, key: str, where: str) -> list[str] | None:
     raise ConfigError(f"{where}: expected a list of regexes; edit it by hand")
 
 
-def _editable_seq(flows: CommentedMap, flow_key: Any, key: str, where: str) -> CommentedSeq:
+def _editable_seq(flows: CommentedMap, flow_key: Any, key: str, where: str,
+                  rt: YAML) -> CommentedSeq:
     """The sequence to edit in place, creating the flow mapping and the key if needed."""
     spec = flows[flow_key]
     trailing = None
     if not isinstance(spec, MutableMapping):
-        spec, trailing = _to_mapping(flows, flow_key, spec, where)
+        spec, trailing = _to_mapping(flows, flow_key, spec, where, rt)
     found = _lookup(spec, key)
     if found is not None:
         container, name = found
@@ -275,8 +283,8 @@ def _editable_seq(flows: CommentedMap, flow_key: Any, key: str, where: str) -> C
     return seq
 
 
-def _to_mapping(flows: CommentedMap, flow_key: Any, spec: Any,
-                where: str) -> tuple[CommentedMap, str | None]:
+def _to_mapping(flows: CommentedMap, flow_key: Any, spec: Any, where: str,
+                rt: YAML) -> tuple[CommentedMap, str | None]:
     """``X->Y: true`` -> ``X->Y: {enabled: true}`` (block style), keeping its comments in place.
 
     Returns the mapping and the comment lines that followed the flow (to go after its last key).
@@ -297,11 +305,43 @@ def _to_mapping(flows: CommentedMap, flow_key: Any, spec: Any,
     rest = token.value
     if rest.startswith("#"):  # an end-of-line comment on the flow's line stays on that line
         first, _, rest = rest.partition("\n")
+        # Same gap between value and comment: `P->B: true  # c` -> `enabled: true  # c`.
+        key_column = flows.lc.key(flow_key)[1]
+        value_end = flows.lc.value(flow_key)[1] + len(str(spec).lower())
+        gap = max(1, token.column - value_end)
+        column = key_column + _mapping_indent(rt) + len(f"enabled: {str(enabled).lower()}") + gap
         mapping.ca.items["enabled"] = [None, None, CommentToken(
-            first + "\n", CommentMark(token.column), None), None]
+            first + "\n", CommentMark(column), None), None]
     if not rest:
         return mapping, None
     return mapping, rest if rest.startswith("\n") else "\n" + rest
+
+
+def _mapping_indent(rt: YAML) -> int:
+    return int(rt.map_indent or 2)
+
+
+def _flow_width(rt: YAML, seq: CommentedSeq) -> int | None:
+    """The printed width of a flow-style list (None for a block list)."""
+    if not seq.fa.flow_style():
+        return None
+    buffer = io.StringIO()
+    rt.dump({"k": _flow_seq(list(seq))}, buffer)  # a copy: no comments attached
+    return len(buffer.getvalue().rstrip("\n"))
+
+
+def _keep_comment_gap(container: Any, key: str, rt: YAML, seq: CommentedSeq,
+                      width: int | None) -> None:
+    """Keep the gap before `  # comment` after a flow-style list that grew or shrank."""
+    found = _lookup(container, key)
+    after = _flow_width(rt, seq)
+    if found is None or width is None or after is None:
+        return
+    parent, name = found
+    entry = getattr(parent, "ca", None) and parent.ca.items.get(name)
+    token = entry[2] if entry and len(entry) > 2 else None
+    if token is not None and token.value.startswith("#") and token.column is not None:
+        token.column = max(0, token.column + after - width)
 
 
 def _flow_seq(items: list[Any]) -> CommentedSeq:

@@ -138,6 +138,26 @@ def broker_answers(bootstrap: str, timeout: float = 3.0) -> bool:
         return False
 
 
+def coordinator_ready(bootstrap: str, timeout: float = 3.0) -> bool:
+    """Whether the group coordinator answers (``__consumer_offsets`` created and loaded).
+
+    A fresh broker answers metadata before its coordinators are loaded; clients that commit or
+    fetch offsets then get NOT_COORDINATOR, so "up" waits for this too.
+    """
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    probe = "offset-ledger-startup-probe"
+    try:
+        futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(probe)],
+                                                    request_timeout=timeout)
+        futures[probe].result(timeout=timeout)
+        return True
+    except Exception:
+        return False
+
+
 def _java() -> str:
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() \
@@ -270,7 +290,8 @@ class EmbeddedClusters:
                     if proc is not None and proc.poll() is not None:
                         raise ClusterError(f"cluster {alias}: broker exited with code "
                                            f"{proc.returncode}: {self._log_tail(alias)}")
-                    if broker_answers(self.bootstrap(alias), timeout=2.0):
+                    if broker_answers(self.bootstrap(alias), timeout=2.0) and \
+                            coordinator_ready(self.bootstrap(alias)):
                         pending.remove(alias)
                 if pending and time.monotonic() > deadline:
                     raise ClusterError(f"clusters {', '.join(pending)} did not answer metadata "

@@ -149,6 +149,14 @@ def watermarks(cluster: ClusterConfig, topic: str, partitions: int) -> dict[int,
         consumer.close()
 
 
+def _group_missing(exc: KafkaException) -> bool:
+    """A group that never existed (or expired) is not an error: it has no members, no offsets."""
+    from confluent_kafka import KafkaError
+
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in (KafkaError.GROUP_ID_NOT_FOUND,)
+
+
 def list_groups(cluster: ClusterConfig) -> list[GroupInfo]:
     client = admin(cluster)
     result = _wait(cluster, "listing groups",
@@ -160,7 +168,13 @@ def list_groups(cluster: ClusterConfig) -> list[GroupInfo]:
 def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
     client = admin(cluster)
     futures = client.describe_consumer_groups([group], request_timeout=TIMEOUT_S)
-    desc = _wait(cluster, f"describing group {group}", futures[group])
+    try:
+        desc = futures[group].result(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        if _group_missing(exc):
+            return GroupInfo(group, "DEAD", 0)
+        raise KafkaAdminError(f"cluster {cluster.alias}: describing group {group} failed: "
+                              f"{exc.args[0].str() if exc.args else exc}") from None
     return GroupInfo(group, str(desc.state.name if desc.state else "UNKNOWN"),
                      len(desc.members or []))
 
@@ -170,7 +184,13 @@ def group_offsets(cluster: ClusterConfig, group: str) -> dict[tuple[str, int], i
     client = admin(cluster)
     futures = client.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)
-    result = _wait(cluster, f"reading offsets of group {group}", futures[group])
+    try:
+        result = futures[group].result(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        if _group_missing(exc):
+            return {}
+        raise KafkaAdminError(f"cluster {cluster.alias}: reading offsets of group {group} "
+                              f"failed: {exc.args[0].str() if exc.args else exc}") from None
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []
             if tp.offset is not None and tp.offset >= 0 and tp.error is None}
 

@@ -41,7 +41,7 @@ class TopicMapping:
 def map_topic(config: Config, flow: FlowConfig, topic: str) -> TopicMapping | None:
     policy = ReplicationPolicy.from_config(config)
     source, target = flow.source, flow.target
-    if topic in flow.reverse_checkpointed_topics:
+    if flow.reverse_checkpointed(topic):
         upstream = policy.upstream_topic(topic)
         if upstream is not None and policy.topic_source(topic) == target:
             return TopicMapping(REVERSE, topic, upstream, f"{target}->{source}", upstream, target)

@@ -144,7 +144,9 @@ def test_topics_list_marks_defaults(config_file: Path, capsys: pytest.CaptureFix
 
 def test_disabled_boolean_flow_stays_disabled(
         config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config_file.write_text(CONFIG.replace("P->B: true  # enabled", "P->B: false"))
+    config_file.write_text(CONFIG.replace("P->B: true  # enabled", "P->B: false")
+                           .replace("    reverse.checkpointed.topics: [P.Payments]  # failback\n",
+                                    ""))
     assert cli(config_file, "topics", "--source", "P", "--target", "B", "--add", "Payments") == 0
     assert "  P->B:\n    enabled: false\n    topics: [Payments]\n  # reverse flow" in (
         config_file.read_text())
@@ -280,7 +282,8 @@ def test_unknown_alias_is_named(config_file: Path, capsys: pytest.CaptureFixture
 
 def test_unconfigured_flow_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "one-way.yaml"
-    path.write_text(CONFIG.replace("  P->B: true  # enabled\n", ""))
+    path.write_text(CONFIG.replace("  P->B: true  # enabled\n", "")
+                    .replace("    reverse.checkpointed.topics: [P.Payments]  # failback\n", ""))
     refused(path, capsys, ["topics", "--source", "P", "--target", "B", "--add", "Payments"],
             "flow P->B is not configured; add `P->B: true` under flows")
 

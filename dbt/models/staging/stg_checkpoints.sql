@@ -1,0 +1,13 @@
+with source as (
+
+    select * from {{ ledger_relation('checkpoints') }}
+
+),
+
+final as (
+
+    {{ staging_select('checkpoints', 'source') }}
+
+)
+
+select * from final

@@ -1,0 +1,1 @@
+"""``offset-ledger audit``: the dbt marts over the ledger, printed or written as a report."""

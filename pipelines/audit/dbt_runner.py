@@ -1,0 +1,152 @@
+"""Run the dbt project in ``dbt/`` in this process, on this process's SparkSession.
+
+Invariants:
+    * dbt runs in-process (``dbt.cli.main.dbtRunner``) with the ``local`` target of
+      ``dbt/profiles.yml`` (dbt-spark ``session`` method), so it uses the active SparkSession
+      and its Delta configuration; nothing here builds a session or reads config at import.
+    * A path-based ledger is registered in the session catalog (schema ``offset_ledger`` by
+      default) as external Delta tables pointing at the ledger's paths; registering drops
+      only catalog entries, never data. A catalog-schema ledger is used where it is.
+    * ``--as-of-version N`` means "the ledger when ``operations`` was at version N": every
+      table is read at its latest version committed at or before that commit's timestamp.
+      ``--as-of-timestamp T`` reads every table at its latest version at or before T.
+    * dbt's target and log folders go to a temporary directory, so concurrent runs from one
+      checkout never share state.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from ledger.schemas import OPERATIONS, SCHEMAS
+from ledger.tables import Ledger, LedgerError
+
+DBT_PROJECT_DIR = Path(__file__).resolve().parents[2] / "dbt"
+SOURCE_SCHEMA_ENV = "OFFSET_LEDGER_SOURCE_SCHEMA"
+DBT_SCHEMA_ENV = "OFFSET_LEDGER_DBT_SCHEMA"
+DEFAULT_SOURCE_SCHEMA = "offset_ledger"
+DEFAULT_DBT_SCHEMA = "offset_ledger_dbt"
+MARTS = ("forward_translations", "reverse_translations", "resume_audit",
+         "failback_duplicates_avoided")
+
+
+class DbtRunError(LedgerError):
+    """dbt failed: a model did not build or a data/unit test failed."""
+
+
+@dataclass(frozen=True)
+class DbtResult:
+    """What one dbt invocation did: node name -> status, and failure messages."""
+
+    success: bool
+    statuses: dict[str, str]
+    failures: list[str]
+
+
+def dbt_schema() -> str:
+    return os.environ.get(DBT_SCHEMA_ENV, DEFAULT_DBT_SCHEMA)
+
+
+def register_ledger(spark: SparkSession, ledger: Ledger) -> str:
+    """Make the ledger tables visible to dbt's sources; return the schema they are in."""
+    ledger.require()
+    if not ledger.path_based:
+        return ledger.location
+    schema = os.environ.get(SOURCE_SCHEMA_ENV, DEFAULT_SOURCE_SCHEMA)
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    for name in SCHEMAS:
+        path = ledger.table_path(name).replace("'", "\\'")
+        spark.sql(f"DROP TABLE IF EXISTS {schema}.{name}")  # external: the data stays
+        spark.sql(f"CREATE TABLE {schema}.{name} USING DELTA LOCATION '{path}'")
+    return schema
+
+
+def _history(ledger: Ledger, name: str) -> list[tuple[int, dt.datetime]]:
+    rows = ledger.spark.sql(f"DESCRIBE HISTORY {ledger.identifier(name)}").select(
+        "version", "timestamp").collect()
+    return sorted((int(r["version"]), r["timestamp"]) for r in rows)
+
+
+def resolve_as_of(ledger: Ledger, as_of_version: int | None = None,
+                  as_of_timestamp: str | None = None) -> dict[str, int]:
+    """The Delta version of every ledger table at the requested point (empty: current)."""
+    if as_of_version is None and as_of_timestamp is None:
+        return {}
+    if as_of_version is not None and as_of_timestamp is not None:
+        raise LedgerError("give --as-of-version or --as-of-timestamp, not both")
+    if as_of_version is not None:
+        history = dict(_history(ledger, OPERATIONS))
+        if int(as_of_version) not in history:
+            raise LedgerError(f"operations has no version {as_of_version} "
+                              f"(versions {min(history)}..{max(history)})")
+        point = history[int(as_of_version)]
+    else:
+        row = ledger.spark.sql("SELECT CAST(:t AS TIMESTAMP) AS t",
+                               args={"t": str(as_of_timestamp)}).first()
+        if row is None or row["t"] is None:
+            raise LedgerError(f"--as-of-timestamp {as_of_timestamp!r} is not a timestamp")
+        point = row["t"]
+    versions: dict[str, int] = {}
+    for name in SCHEMAS:
+        before = [v for v, ts in _history(ledger, name) if ts <= point]
+        if not before:
+            raise LedgerError(f"ledger table {name} did not exist at {point}")
+        versions[name] = max(before)
+    if as_of_version is not None:
+        versions[OPERATIONS] = int(as_of_version)
+    return versions
+
+
+def invoke_dbt(command: str, *, select: str | None = None,
+               variables: dict[str, Any] | None = None,
+               extra_args: list[str] | None = None) -> DbtResult:
+    """Run ``dbt <command>`` on the project in-process; never raises on test failures."""
+    from dbt.cli.main import dbtRunner
+
+    work = Path(tempfile.mkdtemp(prefix="offset-ledger-dbt-"))
+    args = [command, "--project-dir", str(DBT_PROJECT_DIR),
+            "--profiles-dir", str(DBT_PROJECT_DIR), "--target", "local",
+            "--target-path", str(work / "target"), "--log-path", str(work / "logs"),
+            "--vars", json.dumps(variables or {}), "--quiet"]
+    if select:
+        args += ["--select", select]
+    args += extra_args or []
+    os.environ.setdefault(DBT_SCHEMA_ENV, DEFAULT_DBT_SCHEMA)
+    result = dbtRunner().invoke(args)
+    statuses: dict[str, str] = {}
+    failures: list[str] = []
+    if result.exception is not None:
+        failures.append(f"dbt {command}: {result.exception}")
+    for node in getattr(result.result, "results", None) or []:
+        name = getattr(node.node, "name", str(node.node))
+        status = str(node.status)
+        statuses[name] = status
+        if status in ("error", "fail"):
+            failures.append(f"{name}: {status}: {(node.message or '').strip()[:500]}")
+    return DbtResult(bool(result.success), statuses, failures)
+
+
+def build_marts(spark: SparkSession, ledger: Ledger, *, as_of: dict[str, int] | None = None,
+                command: str = "run", select: str | None = None) -> DbtResult:
+    """Register the ledger and ``dbt run`` (or ``build``) the project; raise on failure."""
+    schema = register_ledger(spark, ledger)
+    result = invoke_dbt(command, select=select,
+                        variables={"ledger_schema": schema, "as_of_versions": as_of or {}})
+    if not result.success:
+        raise DbtRunError("dbt " + command + " failed:\n  " + "\n  ".join(
+            result.failures or ["(no details)"]))
+    return result
+
+
+def read_mart(spark: SparkSession, mart: str) -> list[dict[str, Any]]:
+    """A built mart's rows as plain dicts."""
+    return [row.asDict(recursive=True)
+            for row in spark.sql(f"SELECT * FROM {dbt_schema()}.{mart}").collect()]

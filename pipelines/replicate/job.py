@@ -1,0 +1,376 @@
+"""``offset-ledger replicate --flow P->B [--once]``: copy a flow's topics and record every run.
+
+One Structured Streaming query per flow reads the selected source topics with Spark's Kafka
+connector (``read_committed``, from the earliest offsets, headers included) and, in each
+micro-batch, produces the records to the replicas from the executors (``sink``), then appends
+the batch's runs to ``offset_syncs`` and MERGEs ``replication_progress``.
+
+Invariants:
+    * Order of effects per micro-batch: every record is delivered (flushed, each delivery report
+      checked) **before** its runs are appended; the ledger append **before** Spark commits the
+      batch. A crash at any point therefore re-runs the batch, which re-copies its records
+      (at-least-once), and the ledger never holds a run for a copy that does not exist.
+    * Ledger appends carry ``txnAppId = offset-ledger-replicate-<flow>-<query id>`` and
+      ``txnVersion = batch id``: a re-run batch whose runs were already appended appends nothing
+      (its second copy stays unrecorded, never wrong), and a new checkpoint (new query id)
+      cannot be mistaken for an old one.
+    * ``written_at`` strictly increases between the batches of a flow, across restarts too (it
+      starts after the newest ``written_at`` already in the ledger for the flow).
+    * Every check (flow alias, reachable clusters, missing source topics, replicas with too few
+      partitions) runs before the query starts: a refused flow writes no ledger rows.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # `spark-submit pipelines/replicate/job.py`: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import argparse
+import datetime as dt
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.config import ClusterConfig, Config, FlowConfig
+from ledger.errors import OffsetLedgerError
+from ledger.schemas import (
+    OFFSET_SYNCS,
+    OFFSET_SYNCS_SCHEMA,
+    REPLICATION_PROGRESS,
+    REPLICATION_PROGRESS_SCHEMA,
+)
+from ledger.tables import Ledger
+from ledger.writer import (
+    PartitionSummary,
+    next_written_at,
+    progress_row,
+    sync_rows,
+)
+from pipelines import kafka_admin
+from pipelines.cli import job_main
+from pipelines.replicate import sink, topics
+from pipelines.replicate.transforms import kafka_records
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_S = 10.0
+DEFAULT_REFRESH_S = 300.0
+
+
+class ReplicationError(OffsetLedgerError):
+    """The replication query failed (a broker became unreachable, deliveries failed, ...)."""
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    topic: str
+    replica_topic: str
+    partition: int
+    last_upstream_offset: int
+    source_end_offset: int | None
+    lag: int | None
+    newest_record_timestamp: dt.datetime | None
+    record_age_ms: int | None
+
+
+@dataclass
+class ReplicationResult:
+    """What one ``replicate_once`` (or one continuous query) did."""
+
+    flow: str
+    run_id: str
+    topics: list[topics.TopicPlan]
+    batches: int = 0
+    records_copied: int = 0
+    runs_written: int = 0
+    progress: dict[tuple[str, int], PartitionProgress] = field(default_factory=dict)
+    ledger_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    topic_sync: topics.TopicSyncReport | None = None
+
+
+# --- Kafka source ------------------------------------------------------------------------------
+
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def source_options(cluster: ClusterConfig, subscribe: list[str]) -> dict[str, str]:
+    """Spark Kafka connector options for a cluster (secrets included: never log the result).
+
+    librdkafka names are mapped to the Java client's: ``sasl.username``/``sasl.password``
+    become a ``sasl.jaas.config`` for PLAIN or SCRAM; ``ssl.ca.location`` a PEM truststore.
+    """
+    props = cluster.client_config()
+    opts = {
+        "kafka.bootstrap.servers": props["bootstrap.servers"],
+        "subscribe": ",".join(subscribe),
+        "startingOffsets": "earliest",
+        "includeHeaders": "true",
+        "failOnDataLoss": "false",
+        # Aborted records are not copied; commit markers leave upstream gaps (split runs).
+        "kafka.isolation.level": "read_committed",
+    }
+    if "security.protocol" in props:
+        opts["kafka.security.protocol"] = props["security.protocol"].upper()
+    mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms")
+    if mechanism:
+        opts["kafka.sasl.mechanism"] = mechanism.upper()
+    if "sasl.username" in props and mechanism and mechanism.upper() in _JAAS_MODULES:
+        opts["kafka.sasl.jaas.config"] = (
+            f"{_JAAS_MODULES[mechanism.upper()]} required "
+            f"username={_jaas_quote(props['sasl.username'])} "
+            f"password={_jaas_quote(props.get('sasl.password', ''))};")
+    if "ssl.ca.location" in props:
+        opts["kafka.ssl.truststore.type"] = "PEM"
+        opts["kafka.ssl.truststore.location"] = props["ssl.ca.location"]
+    if props.get("ssl.endpoint.identification.algorithm", "").lower() == "none":
+        opts["kafka.ssl.endpoint.identification.algorithm"] = ""
+    return opts
+
+
+# --- the micro-batch -------------------------------------------------------------------------
+
+
+class _BatchWriter:
+    """The ``foreachBatch`` function: produce, then record runs, then progress."""
+
+    def __init__(self, config: Config, flow: FlowConfig, plans: list[topics.TopicPlan],
+                 ledger: Ledger, result: ReplicationResult) -> None:
+        self.flow = flow
+        self.source = config.cluster(flow.source)
+        self.ledger = ledger
+        self.result = result
+        self.replica_topics = {p.topic: p.replica_topic for p in plans}
+        self.producer_config = sink.producer_config(config.cluster(flow.target).properties)
+        self.last_written_at = _newest_written_at(ledger, flow.name)
+        self.query_id: str | None = None
+        self.query_started = threading.Event()
+
+    @property
+    def txn_app_id(self) -> str:
+        return f"offset-ledger-replicate-{self.flow.name}-{self.query_id}"
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        # The query id names the checkpoint the batch ids belong to; it is known once start()
+        # returns, which can be just after the first batch began.
+        if not self.query_started.wait(timeout=60):
+            raise ReplicationError("the replication query did not report its id")
+        writer = sink.partition_writer(self.producer_config, self.replica_topics)
+        summaries: list[PartitionSummary] = (
+            kafka_records(batch_df).rdd.mapPartitions(writer).collect())
+        if not summaries:
+            return
+        spark = batch_df.sparkSession
+        written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
+        rows = sync_rows(flow=self.flow.name, source_cluster=self.flow.source,
+                         target_cluster=self.flow.target, summaries=summaries,
+                         run_id=self.result.run_id, batch_id=batch_id, written_at=written_at)
+        ends = kafka_admin.end_offsets(self.source, [(s.topic, s.partition) for s in summaries])
+        progress = [progress_row(flow=self.flow.name, summary=s, source_end_offsets=ends,
+                                 batch_id=batch_id, updated_at=written_at) for s in summaries]
+        started = time.perf_counter()
+        self.ledger.append(OFFSET_SYNCS, spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
+                           txn_app_id=self.txn_app_id, txn_version=batch_id)
+        self.ledger.merge(REPLICATION_PROGRESS,
+                          spark.createDataFrame(progress, REPLICATION_PROGRESS_SCHEMA))
+        self.result.ledger_seconds += time.perf_counter() - started
+        self.last_written_at = written_at
+        self.result.batches += 1
+        self.result.records_copied += sum(s.records for s in summaries)
+        self.result.runs_written += len(rows)
+        for row in progress:
+            p = PartitionProgress(row[1], row[2], row[3], row[4], row[6], row[7], row[8], row[9])
+            self.result.progress[(p.topic, p.partition)] = p
+        log.info("flow %s batch %s: %s records, %s runs", self.flow.name, batch_id,
+                 sum(s.records for s in summaries), len(rows))
+
+
+def _newest_written_at(ledger: Ledger, flow: str) -> dt.datetime | None:
+    row = ledger.spark.sql(
+        f"SELECT max(unix_micros(written_at)) AS m FROM {ledger.identifier(OFFSET_SYNCS)} "
+        "WHERE flow = :flow", args={"flow": flow}).first()
+    if row is None or row["m"] is None:
+        return None
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=row["m"])
+
+
+# --- preparing and running a flow ------------------------------------------------------------
+
+
+def checkpoint_location(config: Config, flow: FlowConfig) -> str:
+    return f"{config.streaming_checkpoint_location.rstrip('/')}/replicate/" \
+           f"{flow.source}-{flow.target}"
+
+
+def prepare(spark: Any, config: Config, flow_name: str,
+            ) -> tuple[FlowConfig, list[topics.TopicPlan], topics.TopicSyncReport, Ledger]:
+    """Every check, then replica topics and ledger tables; raises before anything is written."""
+    flow = config.flow(flow_name)
+    for alias in (flow.source, flow.target):
+        kafka_admin.check_reachable(config.cluster(alias))
+    plans = topics.plan_topics(config, flow)
+    report = topics.ensure_replicas(config, flow, plans)
+    _use_driver_python_locally(spark)
+    ledger = Ledger(spark, config.ledger_location)
+    ledger.init()
+    return flow, plans, report, ledger
+
+
+def _use_driver_python_locally(spark: Any) -> None:
+    # In local mode the Python workers must be this interpreter (the one with confluent-kafka),
+    # not whatever `python3` is first on PATH; on a cluster the runtime decides.
+    sc = spark.sparkContext
+    if sc.master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        sc.pythonExec = sys.executable
+
+
+def _start(spark: Any, config: Config, flow: FlowConfig, plans: list[topics.TopicPlan],
+           writer: _BatchWriter, trigger: dict[str, Any],
+           max_records_per_batch: int | None) -> Any:
+    reader = spark.readStream.format("kafka")
+    for key, value in source_options(config.cluster(flow.source),
+                                     [p.topic for p in plans]).items():
+        reader = reader.option(key, value)
+    if max_records_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_records_per_batch))
+    query = (reader.load().writeStream
+             .queryName(f"offset-ledger-replicate-{flow.source}-{flow.target}")
+             .option("checkpointLocation", checkpoint_location(config, flow))
+             .foreachBatch(writer)
+             .trigger(**trigger)
+             .start())
+    writer.query_id = str(query.id)
+    writer.query_started.set()
+    return query
+
+
+def _await(query: Any, timeout_s: float | None = None) -> bool:
+    """Whether the query terminated (within ``timeout_s``); its failure as a ReplicationError."""
+    try:
+        if timeout_s is None:
+            query.awaitTermination()
+            return True
+        return bool(query.awaitTermination(timeout_s))
+    except Exception as exc:  # StreamingQueryException: the cause is in its first line
+        raise ReplicationError(f"replication query {query.name} failed: "
+                               f"{str(exc).strip().splitlines()[0][:500]}") from exc
+
+
+def replicate_once(spark: Any, config: Config, flow_name: str, *,
+                   max_records_per_batch: int | None = None) -> ReplicationResult:
+    """Replicate what the flow's source topics hold now, record the runs, and return.
+
+    Runs the flow's query with the ``availableNow`` trigger to completion (several batches if
+    ``max_records_per_batch`` is set). Raises an :class:`OffsetLedgerError` subclass for an
+    unknown flow, an unreachable cluster, a missing source topic, a replica with too few
+    partitions, or a failed batch.
+    """
+    started = time.perf_counter()
+    flow, plans, report, ledger = prepare(spark, config, flow_name)
+    result = ReplicationResult(flow.name, _new_run_id(), plans, topic_sync=report)
+    if plans:
+        writer = _BatchWriter(config, flow, plans, ledger, result)
+        query = _start(spark, config, flow, plans, writer, {"availableNow": True},
+                       max_records_per_batch)
+        _await(query)
+    result.wall_seconds = time.perf_counter() - started
+    return result
+
+
+def replicate_continuously(spark: Any, config: Config, flow_name: str, *,
+                           interval_s: float = DEFAULT_INTERVAL_S,
+                           refresh_s: float = DEFAULT_REFRESH_S,
+                           max_records_per_batch: int | None = None) -> None:
+    """Run the flow until stopped; every ``refresh_s`` re-select topics and re-sync configs.
+
+    A changed topic selection restarts the query (same checkpoint: new topics start from their
+    earliest offsets, the others where they were).
+    """
+    while True:
+        flow, plans, _, ledger = prepare(spark, config, flow_name)
+        if not plans:
+            log.warning("flow %s: no topic selected; checking again in %ss", flow.name,
+                        refresh_s)
+            time.sleep(refresh_s)
+            continue
+        result = ReplicationResult(flow.name, _new_run_id(), plans)
+        writer = _BatchWriter(config, flow, plans, ledger, result)
+        query = _start(spark, config, flow, plans, writer,
+                       {"processingTime": f"{interval_s} seconds"}, max_records_per_batch)
+        try:
+            while not _await(query, refresh_s):
+                new_plans = topics.plan_topics(config, flow)
+                topics.ensure_replicas(config, flow, new_plans)
+                if [p.topic for p in new_plans] != [p.topic for p in plans]:
+                    log.info("flow %s: topic selection changed; restarting", flow.name)
+                    break
+            else:
+                return  # stopped from outside
+        finally:
+            if query.isActive:
+                query.stop()
+
+
+def _new_run_id() -> str:
+    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flow", required=True, help="the flow to replicate, e.g. P->B")
+    parser.add_argument("--once", action="store_true",
+                        help="replicate what is available now, then stop (availableNow)")
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
+                        help=f"seconds between micro-batches (default {DEFAULT_INTERVAL_S:g})")
+    parser.add_argument("--refresh-interval", type=float, default=DEFAULT_REFRESH_S,
+                        help="seconds between topic re-selection and config sync "
+                             f"(default {DEFAULT_REFRESH_S:g})")
+    parser.add_argument("--max-records-per-batch", type=int, default=None,
+                        help="cap on records per micro-batch (default: no cap)")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    from pipelines.spark import get_spark
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    config.flow(args.flow)  # an unknown flow fails before a JVM starts
+    spark = get_spark("offset-ledger-replicate")
+    if args.once:
+        result = replicate_once(spark, config, args.flow,
+                                max_records_per_batch=args.max_records_per_batch)
+        print(f"flow {result.flow}: {len(result.topics)} topic(s), {result.batches} batch(es), "
+              f"{result.records_copied} record(s) copied, {result.runs_written} run(s) "
+              f"recorded in {result.wall_seconds:.1f}s")
+        for p in sorted(result.progress.values(), key=lambda p: (p.topic, p.partition)):
+            print(f"  {p.topic}[{p.partition}] -> {p.replica_topic}: last upstream offset "
+                  f"{p.last_upstream_offset}, lag {p.lag}")
+        return 0
+    replicate_continuously(spark, config, args.flow, interval_s=args.interval,
+                           refresh_s=args.refresh_interval,
+                           max_records_per_batch=args.max_records_per_batch)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main("replicate", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

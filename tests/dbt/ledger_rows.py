@@ -1,0 +1,161 @@
+"""Realistic ledger rows for the SQL, audit and validation tests (no Kafka needed).
+
+``write_reference_ledger`` writes the reference scenario of DESIGN.md the way the jobs do:
+one Delta commit per micro-batch or checkpoint pass, so the operations record real versions
+and time travel reads something different from the current version.
+
+Scenario (partition 0, flows P->B and B->P):
+    P->B runs of Payments -> P.Payments: (0, 0, 5), (5, 5, 5), (12, 10, 3)  (gap 10..11)
+    B->P runs of Payments -> B.Payments: (0, 0, 4)
+    G commits 8 on P; failover writes 8 on B's P.Payments (forward(8) = 8).
+    G then reads B's P.Payments up to 13 and B's Payments up to 4.
+    failback writes reverse(13) = 15 on P's Payments (previous offset 8) and forward(4) = 4 on
+    P's B.Payments. Without reverse checkpointing G would re-read 8, 9, 12, 13, 14 (5 records).
+    A run written after the failback, (15, 13, 5), is not visible at the failback's versions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from ledger.schemas import (
+    CHECKPOINTS,
+    GROUP_OFFSETS,
+    OFFSET_SYNCS,
+    OPERATIONS,
+    RESUME_POINTS,
+    SCHEMAS,
+)
+from ledger.tables import Ledger
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def sync_row(flow: str, topic: str, partition: int, u: int, d: int, n: int, batch: int,
+             written_at: dt.datetime, run_id: str = "run-1") -> dict[str, Any]:
+    source, target = flow.split("->")
+    return {"flow": flow, "source_cluster": source, "target_cluster": target, "topic": topic,
+            "replica_topic": f"{source}.{topic}", "partition": partition,
+            "upstream_offset": u, "downstream_offset": d, "length": n, "run_id": run_id,
+            "batch_id": batch, "written_at": written_at}
+
+
+def checkpoint_row(checkpoint_id: str, flow: str, direction: str, group: str,
+                   source: tuple[str, str, int], target: tuple[str, str, int | None],
+                   partition: int, *, version: int, at_: dt.datetime,
+                   status: str | None = None, rewound: bool = False) -> dict[str, Any]:
+    target_offset = target[2]
+    return {"checkpoint_id": checkpoint_id, "flow": flow, "direction": direction,
+            "group_id": group, "source_cluster": source[0], "source_topic": source[1],
+            "partition": partition, "source_offset": source[2], "target_cluster": target[0],
+            "target_topic": target[1], "target_offset": target_offset,
+            "status": status or ("translated" if target_offset is not None
+                                 else "untranslatable"),
+            "reason": None if target_offset is not None else "offset before the first run",
+            "group_rewound": rewound, "offset_syncs_version": version,
+            "checkpointed_at": at_}
+
+
+def group_row(obs: str, cluster: str, group: str, topic: str, partition: int, offset: int,
+              at_: dt.datetime, state: str = "Empty") -> dict[str, Any]:
+    return {"observation_id": obs, "cluster": cluster, "group_id": group, "topic": topic,
+            "partition": partition, "committed_offset": offset, "group_state": state,
+            "observed_at": at_}
+
+
+def append(ledger: Ledger, name: str, rows: list[dict[str, Any]]) -> int:
+    """Append rows as one Delta commit; return the table's new version."""
+    schema = SCHEMAS[name]
+    data = [tuple(row.get(f.name) for f in schema.fields) for row in rows]
+    ledger.append(name, ledger.spark.createDataFrame(data, schema))
+    return ledger.version(name)
+
+
+def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]:
+    """Write the reference scenario; return the ids and versions a test asserts on."""
+    ledger = Ledger(spark, location)
+    ledger.init()
+    pb, bp = "P->B", "B->P"
+    append(ledger, OFFSET_SYNCS, [sync_row(pb, "Payments", 0, 0, 0, 5, 0, at(1))])
+    append(ledger, OFFSET_SYNCS, [sync_row(pb, "Payments", 0, 5, 5, 5, 1, at(2)),
+                                  sync_row(pb, "Payments", 1, 0, 0, 3, 1, at(2))])
+    append(ledger, GROUP_OFFSETS, [group_row("o1", "P", "G", "Payments", 0, 8, at(3), "Stable"),
+                                   group_row("o2", "P", "G", "Payments", 1, 2, at(3), "Stable")])
+    # failover: checkpoint G forward, write its offsets on B
+    syncs_v1 = ledger.version(OFFSET_SYNCS)
+    cp_v1 = append(ledger, CHECKPOINTS, [
+        checkpoint_row("cp-1", pb, "forward", "G", ("P", "Payments", 8),
+                       ("B", "P.Payments", 8), 0, version=syncs_v1, at_=at(4)),
+        checkpoint_row("cp-1", pb, "forward", "G", ("P", "Payments", 2),
+                       ("B", "P.Payments", 2), 1, version=syncs_v1, at_=at(4))])
+    rp_v1 = append(ledger, RESUME_POINTS, [
+        {"resume_point_id": "rp-1", "operation_id": "op-failover", "reason": "failover",
+         "cluster": "B", "group_id": "G", "topic": "P.Payments", "partition": 0, "offset": 8,
+         "previous_offset": None, "checkpoint_id": "cp-1", "direction": "forward",
+         "source_cluster": "P", "source_topic": "Payments", "source_offset": 8,
+         "offset_syncs_version": syncs_v1, "checkpoints_version": cp_v1, "written_at": at(5)},
+        {"resume_point_id": "rp-2", "operation_id": "op-failover", "reason": "failover",
+         "cluster": "B", "group_id": "G", "topic": "P.Payments", "partition": 1, "offset": 2,
+         "previous_offset": None, "checkpoint_id": "cp-1", "direction": "forward",
+         "source_cluster": "P", "source_topic": "Payments", "source_offset": 2,
+         "offset_syncs_version": syncs_v1, "checkpoints_version": cp_v1, "written_at": at(5)}])
+    go_v1 = ledger.version(GROUP_OFFSETS)
+    append(ledger, OPERATIONS, [{
+        "operation_id": "op-failover", "kind": "failover", "group_id": "G",
+        "from_cluster": "P", "to_cluster": "B", "status": "completed",
+        "subscribe_topics": ["Payments", "P.Payments"], "offset_syncs_version": syncs_v1,
+        "checkpoints_version": cp_v1, "group_offsets_version": go_v1,
+        "resume_points_version": rp_v1, "reverse_checkpointing": True,
+        "started_at": at(3.5), "ready_at": at(5), "seconds_to_ready": 1.5, "message": None}])
+    # producers keep writing on P for a while (replicated), then move to B
+    append(ledger, OFFSET_SYNCS, [sync_row(pb, "Payments", 0, 12, 10, 3, 2, at(6))])
+    append(ledger, OFFSET_SYNCS, [sync_row(bp, "Payments", 0, 0, 0, 4, 0, at(7))])
+    append(ledger, GROUP_OFFSETS, [
+        group_row("o3", "B", "G", "P.Payments", 0, 13, at(8)),
+        group_row("o4", "B", "G", "Payments", 0, 4, at(8)),
+        group_row("o5", "B", "G", "P.Payments", 1, 3, at(8))])
+    # failback: reverse-checkpoint P.Payments, forward-checkpoint B's Payments
+    syncs_v2 = ledger.version(OFFSET_SYNCS)
+    cp_v2 = append(ledger, CHECKPOINTS, [
+        checkpoint_row("cp-2", pb, "reverse", "G", ("B", "P.Payments", 13),
+                       ("P", "Payments", 15), 0, version=syncs_v2, at_=at(9)),
+        checkpoint_row("cp-2", pb, "reverse", "G", ("B", "P.Payments", 3),
+                       ("P", "Payments", 3), 1, version=syncs_v2, at_=at(9)),
+        checkpoint_row("cp-2", bp, "forward", "G", ("B", "Payments", 4),
+                       ("P", "B.Payments", 4), 0, version=syncs_v2, at_=at(9))])
+    rp_v2 = append(ledger, RESUME_POINTS, [
+        {"resume_point_id": "rp-3", "operation_id": "op-failback", "reason": "failback",
+         "cluster": "P", "group_id": "G", "topic": "Payments", "partition": 0, "offset": 15,
+         "previous_offset": 8, "checkpoint_id": "cp-2", "direction": "reverse",
+         "source_cluster": "B", "source_topic": "P.Payments", "source_offset": 13,
+         "offset_syncs_version": syncs_v2, "checkpoints_version": cp_v2, "written_at": at(10)},
+        {"resume_point_id": "rp-4", "operation_id": "op-failback", "reason": "failback",
+         "cluster": "P", "group_id": "G", "topic": "Payments", "partition": 1, "offset": 3,
+         "previous_offset": 2, "checkpoint_id": "cp-2", "direction": "reverse",
+         "source_cluster": "B", "source_topic": "P.Payments", "source_offset": 3,
+         "offset_syncs_version": syncs_v2, "checkpoints_version": cp_v2, "written_at": at(10)},
+        {"resume_point_id": "rp-5", "operation_id": "op-failback", "reason": "failback",
+         "cluster": "P", "group_id": "G", "topic": "B.Payments", "partition": 0, "offset": 4,
+         "previous_offset": None, "checkpoint_id": "cp-2", "direction": "forward",
+         "source_cluster": "B", "source_topic": "Payments", "source_offset": 4,
+         "offset_syncs_version": syncs_v2, "checkpoints_version": cp_v2, "written_at": at(10)}])
+    go_v2 = ledger.version(GROUP_OFFSETS)
+    ops_v2 = append(ledger, OPERATIONS, [{
+        "operation_id": "op-failback", "kind": "failback", "group_id": "G",
+        "from_cluster": "B", "to_cluster": "P", "status": "completed",
+        "subscribe_topics": ["Payments", "B.Payments"], "offset_syncs_version": syncs_v2,
+        "checkpoints_version": cp_v2, "group_offsets_version": go_v2,
+        "resume_points_version": rp_v2, "reverse_checkpointing": True,
+        "started_at": at(8.5), "ready_at": at(10), "seconds_to_ready": 1.5, "message": None}])
+    # after the failback: more replication; the audit at the failback's versions ignores it
+    append(ledger, OFFSET_SYNCS, [sync_row(pb, "Payments", 0, 15, 13, 5, 3, at(11))])
+    append(ledger, GROUP_OFFSETS, [group_row("o6", "P", "G", "Payments", 0, 15, at(12))])
+    return {"ledger": ledger, "syncs_v1": syncs_v1, "syncs_v2": syncs_v2, "cp_v1": cp_v1,
+            "cp_v2": cp_v2, "operations_version": ops_v2}

@@ -1,0 +1,102 @@
+"""Checkpoint decisions and topic mapping: pure logic, no Spark or Kafka."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from ledger.config import config_from_mapping
+from ledger.store import OffsetSyncStore
+from ledger.translation import Run
+from pipelines.checkpoint.compute import (
+    Commit,
+    Previous,
+    compute_checkpoints,
+    decide_offset_writes,
+)
+from pipelines.checkpoint.mapping import FORWARD, REVERSE, map_topic, subscribe_topics
+
+pytestmark = pytest.mark.unit
+
+NOW = dt.datetime(2026, 1, 1)
+CONFIG = config_from_mapping({
+    "clusters": {"P": {"bootstrap.servers": "h:1"}, "B": {"bootstrap.servers": "h:2"}},
+    "flows": {"P->B": {"topics": [".*"]},
+              "B->P": {"reverse.checkpointed.topics": ["P.Payments"]}},
+})
+
+
+def store(flow, topic, *runs, version=3):
+    return OffsetSyncStore(flow, version, {(topic, 0): [Run(*r) for r in runs]})
+
+
+def test_mapping_for_the_reference_scenario():
+    p_to_b, b_to_p = CONFIG.flow("P->B"), CONFIG.flow("B->P")
+    fwd = map_topic(CONFIG, p_to_b, "Payments")
+    assert (fwd.direction, fwd.target_topic, fwd.sync_flow, fwd.sync_topic) == (
+        FORWARD, "P.Payments", "P->B", "Payments")
+    rev = map_topic(CONFIG, b_to_p, "P.Payments")
+    assert (rev.direction, rev.target_topic, rev.sync_flow, rev.sync_topic) == (
+        REVERSE, "Payments", "P->B", "Payments")
+    back = map_topic(CONFIG, b_to_p, "Payments")
+    assert (back.direction, back.target_topic, back.sync_flow) == (FORWARD, "B.Payments", "B->P")
+    # P.Payments is never replicated back to P, and B.Payments on P never goes to B.
+    assert map_topic(CONFIG, p_to_b, "B.Payments") is None
+    assert map_topic(CONFIG, p_to_b, "__consumer_offsets") is None
+
+
+def test_subscribe_topics_as_design_says():
+    assert subscribe_topics(CONFIG, CONFIG.flow("P->B"), {"Payments"}) == [
+        "P.Payments", "Payments"]
+    assert subscribe_topics(CONFIG, CONFIG.flow("B->P"), {"Payments", "P.Payments"}) == [
+        "B.Payments", "Payments"]
+
+
+def test_without_reverse_checkpointing_the_replica_is_not_mapped():
+    config = config_from_mapping({
+        "clusters": {"P": {"bootstrap.servers": "h:1"}, "B": {"bootstrap.servers": "h:2"}},
+        "flows": {"P->B": True, "B->P": True}})
+    assert map_topic(config, config.flow("B->P"), "P.Payments") is None
+
+
+def checkpoints(commits, previous=None, runs=((100, 500, 4), (110, 504, 2))):
+    flow = CONFIG.flow("P->B")
+    mappings = {c.topic: map_topic(CONFIG, flow, c.topic) for c in commits}
+    return compute_checkpoints(commits, mappings, {"P->B": store("P->B", "Payments", *runs)},
+                               previous or {}, checkpoint_id="c1", target_cluster="B", now=NOW)
+
+
+def test_forward_checkpoints_follow_the_design_example():
+    rows = checkpoints([Commit("P", "G", "Payments", 0, x) for x in (102, 105, 112)])
+    assert [(r["source_offset"], r["target_offset"], r["status"]) for r in rows] == [
+        (102, 502, "translated"), (105, 504, "translated"), (112, 506, "translated")]
+    assert {r["offset_syncs_version"] for r in rows} == {3}
+
+
+def test_untranslatable_has_no_offset_and_a_reason():
+    (row,) = checkpoints([Commit("P", "G", "Payments", 0, 50)])
+    assert row["target_offset"] is None and row["status"] == "untranslatable"
+    assert "before the first replicated record" in row["reason"]
+
+
+def test_never_backwards_unless_the_group_rewound():
+    key = ("G", FORWARD, "Payments", 0)
+    # Previous checkpoint said 505 for source 111; now the group is still at 111 but the
+    # translation (e.g. after a rewind of the replicator) says less: hold.
+    (held,) = checkpoints([Commit("P", "G", "Payments", 0, 111)], {key: Previous(111, 506)})
+    assert (held["status"], held["target_offset"]) == ("held", 506)
+    # The group itself rewound to 101: the checkpoint moves back with it.
+    (rewound,) = checkpoints([Commit("P", "G", "Payments", 0, 101)], {key: Previous(111, 505)})
+    assert (rewound["status"], rewound["target_offset"], rewound["group_rewound"]) == (
+        "translated", 501, True)
+
+
+def test_offset_sync_never_rewinds_and_skips_untranslatable():
+    rows = checkpoints([Commit("P", "G", "Payments", 0, 112), Commit("P", "H", "Payments", 0, 112),
+                        Commit("P", "K", "Payments", 0, 3)])
+    writes, skipped = decide_offset_writes(rows, {("H", "P.Payments", 0): 900})
+    assert [(w.group_id, w.offset, w.previous_offset) for w in writes] == [("G", 506, None)]
+    reasons = {row["group_id"]: why for row, why in skipped}
+    assert reasons["H"].startswith("never rewind")
+    assert reasons["K"].startswith("untranslatable")

@@ -1,0 +1,170 @@
+"""Replication on the embedded clusters: records copied exactly, every run exact, no loops."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from confluent_kafka import Producer
+
+from ledger.schemas import OFFSET_SYNCS, REPLICATION_PROGRESS
+from ledger.tables import Ledger
+from pipelines import kafka_admin
+from pipelines.replicate.job import replicate_once
+from tests.pipelines.replicate.kafka_io import (
+    assert_runs_cover,
+    assert_runs_exact,
+    create,
+    ledger_runs,
+    produce,
+    read_all,
+    sample,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.e2e]
+
+
+def test_records_copied_exactly_and_every_run_exact(spark, make_config, unique):
+    orders, events = unique("orders"), unique("events")
+    config = make_config(flows={"P->B": {"topics": [orders, events]}, "B->P": True})
+    p, b = config.cluster("P"), config.cluster("B")
+    create(p, orders, 3, **{"retention.ms": "86400000", "cleanup.policy": "delete"})
+    create(p, events, 2)
+    produce(p, orders, sample(3, 40, "a"))
+    produce(p, events, sample(2, 25, "b"))
+
+    first = replicate_once(spark, config, "P->B")
+
+    assert sorted(t.topic for t in first.topics) == sorted([orders, events])
+    assert first.records_copied == 3 * 40 + 2 * 25
+    assert set(first.topic_sync.created) == {f"P.{orders}", f"P.{events}"}
+    replicas = kafka_admin.list_topics(b)
+    assert replicas[f"P.{orders}"] == 3 and replicas[f"P.{events}"] == 2
+    assert kafka_admin.explicit_topic_configs(b, f"P.{orders}") == {
+        "retention.ms": "86400000", "cleanup.policy": "delete"}
+
+    # A config change on the source and more records: both reach the replica on the next run.
+    kafka_admin.alter_topic_configs(p, orders, {"retention.ms": "172800000",
+                                                "compression.type": "lz4"})
+    produce(p, orders, sample(3, 10, "c"))
+    second = replicate_once(spark, config, "P->B")
+    assert second.records_copied == 30
+    assert kafka_admin.explicit_topic_configs(b, f"P.{orders}")["retention.ms"] == "172800000"
+    assert kafka_admin.explicit_topic_configs(b, f"P.{orders}")["compression.type"] == "lz4"
+
+    for topic, partitions in ((orders, 3), (events, 2)):
+        source = read_all(p, topic, partitions)
+        replica = read_all(b, f"P.{topic}", partitions)
+        # Record by record: same partition, order, key, value (nulls), headers and timestamp.
+        for partition in range(partitions):
+            assert list(replica[partition].values()) == list(source[partition].values())
+        assert any(r.value is None for part in replica.values() for r in part.values())
+        runs = ledger_runs(spark, config, "P->B", topic)
+        assert_runs_exact(runs, source, replica)
+        assert_runs_cover(runs, source)
+        # One dense run per partition and batch: nothing to split in a plain topic.
+        assert len(runs) == partitions * (2 if topic == orders else 1)
+
+    ledger = Ledger(spark, config.ledger_location)
+    syncs = ledger.read(OFFSET_SYNCS).collect()
+    batches = sorted({(r["written_at"], r["run_id"], r["batch_id"]) for r in syncs})
+    assert len(batches) == 2 and batches[0][0] < batches[1][0]
+    assert {r["replica_topic"] for r in syncs} == {f"P.{orders}", f"P.{events}"}
+    progress = {(r["topic"], r["partition"]): r
+                for r in ledger.read(REPLICATION_PROGRESS).collect()}
+    assert len(progress) == 5
+    row = progress[(orders, 1)]
+    assert (row["last_upstream_offset"], row["next_upstream_offset"]) == (49, 50)
+    assert (row["source_end_offset"], row["lag"]) == (50, 0)
+    assert row["record_age_ms"] > 0
+    assert second.progress[(orders, 1)].lag == 0
+
+
+def test_bidirectional_flows_do_not_loop(spark, make_config, unique):
+    pay = unique("pay")
+    config = make_config(flows={"P->B": {"topics": [f"{pay}.*", f"B\\.{pay}.*"]},
+                                "B->P": {"topics": [f"{pay}.*", f"P\\.{pay}.*"]}})
+    p, b = config.cluster("P"), config.cluster("B")
+    create(p, f"{pay}-p", 1)
+    create(b, f"{pay}-b", 1)
+    produce(p, f"{pay}-p", sample(1, 5, "p"))
+    produce(b, f"{pay}-b", sample(1, 5, "b"))
+
+    there = replicate_once(spark, config, "P->B")
+    back = replicate_once(spark, config, "B->P")
+    again = replicate_once(spark, config, "P->B")
+
+    assert [t.topic for t in there.topics] == [f"{pay}-p"]
+    # B->P sees P.<pay>-p on B (allowlisted!) but it came from P: never copied back.
+    assert [t.topic for t in back.topics] == [f"{pay}-b"]
+    assert [t.topic for t in again.topics] == [f"{pay}-p"]
+    assert again.records_copied == 0
+    on_p, on_b = kafka_admin.list_topics(p), kafka_admin.list_topics(b)
+    assert f"B.{pay}-b" in on_p and f"P.{pay}-p" in on_b
+    assert not [t for t in on_p if t.startswith(f"B.P.{pay}") or t.startswith(f"P.B.{pay}")]
+    assert not [t for t in on_b if t.startswith(f"P.B.{pay}") or t.startswith(f"B.P.{pay}")]
+
+
+def test_transactional_and_compacted_sources_split_runs_that_stay_exact(spark, make_config,
+                                                                        unique):
+    txn, compacted = unique("txn"), unique("compacted")
+    config = make_config(flows={"P->B": {"topics": [txn, compacted]}})
+    p, b = config.cluster("P"), config.cluster("B")
+    create(p, txn, 2)
+    producer = Producer(p.client_config(**{"transactional.id": unique("tx")}))
+    producer.init_transactions(30)
+    for i in range(6):
+        producer.begin_transaction()
+        for part in range(2):
+            for j in range(3):
+                producer.produce(txn, partition=part, key=f"{i}-{j}".encode(),
+                                 value=f"{'aborted' if i % 2 else 'kept'}-{i}-{j}".encode(),
+                                 timestamp=1_700_000_000_000 + i)
+        (producer.abort_transaction if i % 2 else producer.commit_transaction)(30)
+
+    create(p, compacted, 1, **{"cleanup.policy": "compact", "segment.ms": "100",
+                               "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
+    _compact_until_gaps(p, compacted)
+
+    result = replicate_once(spark, config, "P->B")
+
+    source = read_all(p, txn, 2)
+    replica = read_all(b, f"P.{txn}", 2)
+    assert all(r.value.startswith(b"kept") for part in source.values() for r in part.values())
+    for part in range(2):
+        assert list(replica[part].values()) == list(source[part].values())
+    runs = ledger_runs(spark, config, "P->B", txn)
+    assert_runs_exact(runs, source, replica)
+    assert_runs_cover(runs, source)
+    assert len([r for r in runs if r[0] == 0]) == 3  # three committed transactions, split
+
+    source = read_all(p, compacted, 1)
+    replica = read_all(b, f"P.{compacted}", 1)
+    offsets = sorted(source[0])
+    assert offsets != list(range(offsets[0], offsets[0] + len(offsets))), "no gap to test"
+    assert list(replica[0].values()) == [source[0][o] for o in offsets]
+    runs = ledger_runs(spark, config, "P->B", compacted)
+    assert_runs_exact(runs, source, replica)
+    assert_runs_cover(runs, source)
+    assert len(runs) > 1
+    assert result.records_copied == 18 + len(offsets)
+
+
+def _compact_until_gaps(cluster, topic, deadline_s: float = 60.0) -> None:
+    """Overwrite a few keys until the log cleaner has removed some offsets (awaited, not slept)."""
+    producer = Producer(cluster.client_config(**{"linger.ms": 0}))
+    deadline = dt.datetime.now() + dt.timedelta(seconds=deadline_s)
+    round_ = 0
+    while True:
+        for key in range(4):
+            producer.produce(topic, partition=0, key=f"key-{key}".encode(),
+                             value=f"round-{round_}".encode())
+        producer.flush(10)
+        round_ += 1
+        records = read_all(cluster, topic, 1)[0]
+        offsets = sorted(records)
+        if offsets and len(offsets) < offsets[-1] + 1 - offsets[0]:  # a hole inside the log
+            return
+        assert dt.datetime.now() < deadline, "the log cleaner removed nothing in time"
+        # Each round rolls the active segment (segment.ms) so the cleaner has work to do.
+        producer.poll(0.5)
