@@ -142,20 +142,20 @@ def coordinator_ready(bootstrap: str, timeout: float = 3.0) -> bool:
     """Whether the group coordinator answers (``__consumer_offsets`` created and loaded).
 
     A fresh broker answers metadata before its coordinators are loaded; clients that commit or
-    fetch offsets then get NOT_COORDINATOR, so "up" waits for this too.
+    fetch offsets then get NOT_COORDINATOR, so "up" waits for this too. A synchronous consumer
+    call is used: an admin future outliving its client can crash librdkafka.
     """
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import Consumer, TopicPartition
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    probe = "offset-ledger-startup-probe"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "log_level": 0,
+                         "group.id": "offset-ledger-startup-probe"})
     try:
-        futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(probe)],
-                                                    request_timeout=timeout)
-        futures[probe].result(timeout=timeout)
+        consumer.committed([TopicPartition("offset-ledger-startup-probe", 0)], timeout=timeout)
         return True
     except Exception:
         return False
+    finally:
+        consumer.close()
 
 
 def _java() -> str:

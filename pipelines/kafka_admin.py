@@ -20,6 +20,8 @@ from ledger.config import ClusterConfig
 from ledger.errors import OffsetLedgerError
 
 TIMEOUT_S = 15.0
+# Longer than any request timeout: a future must finish before its client may be destroyed.
+RESULT_TIMEOUT_S = TIMEOUT_S * 2 + 5
 # Topic configs a replica inherits from its source (MM2's default ConfigPropertyFilter keeps
 # most; these are the ones that change a topic's behaviour for consumers).
 REPLICATED_TOPIC_CONFIGS = (
@@ -51,7 +53,7 @@ def admin(cluster: ClusterConfig) -> AdminClient:
 
 def _wait(cluster: ClusterConfig, what: str, future):
     try:
-        return future.result(timeout=TIMEOUT_S)
+        return future.result(timeout=RESULT_TIMEOUT_S)
     except KafkaException as exc:
         raise KafkaAdminError(f"cluster {cluster.alias}: {what} failed: "
                               f"{exc.args[0].str() if exc.args else exc}") from None
@@ -89,7 +91,7 @@ def create_topic(cluster: ClusterConfig, topic: str, partitions: int,
     client = admin(cluster)  # must outlive the future: a destroyed client fails it
     future = client.create_topics([new], operation_timeout=TIMEOUT_S)[topic]
     try:
-        future.result(timeout=TIMEOUT_S)
+        future.result(timeout=RESULT_TIMEOUT_S)
         return True
     except KafkaException as exc:
         if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
@@ -169,7 +171,7 @@ def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
     client = admin(cluster)
     futures = client.describe_consumer_groups([group], request_timeout=TIMEOUT_S)
     try:
-        desc = futures[group].result(timeout=TIMEOUT_S)
+        desc = futures[group].result(timeout=RESULT_TIMEOUT_S)
     except KafkaException as exc:
         if _group_missing(exc):
             return GroupInfo(group, "DEAD", 0)
@@ -185,7 +187,7 @@ def group_offsets(cluster: ClusterConfig, group: str) -> dict[tuple[str, int], i
     futures = client.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)
     try:
-        result = futures[group].result(timeout=TIMEOUT_S)
+        result = futures[group].result(timeout=RESULT_TIMEOUT_S)
     except KafkaException as exc:
         if _group_missing(exc):
             return {}

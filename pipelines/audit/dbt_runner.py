@@ -10,8 +10,9 @@ Invariants:
     * ``--as-of-version N`` means "the ledger when ``operations`` was at version N": every
       table is read at its latest version committed at or before that commit's timestamp.
       ``--as-of-timestamp T`` reads every table at its latest version at or before T.
-    * dbt's target and log folders go to a temporary directory, so concurrent runs from one
-      checkout never share state.
+    * dbt's target and log folders, and the Delta tables of ``marts/audits``, go to a fresh
+      temporary directory per invocation, so concurrent runs from one checkout (or from
+      processes sharing a warehouse directory) never share files.
 """
 
 from __future__ import annotations
@@ -32,10 +33,14 @@ from ledger.tables import Ledger, LedgerError
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[2] / "dbt"
 SOURCE_SCHEMA_ENV = "OFFSET_LEDGER_SOURCE_SCHEMA"
 DBT_SCHEMA_ENV = "OFFSET_LEDGER_DBT_SCHEMA"
+LOCATION_ROOT_ENV = "OFFSET_LEDGER_DBT_LOCATION_ROOT"
 DEFAULT_SOURCE_SCHEMA = "offset_ledger"
 DEFAULT_DBT_SCHEMA = "offset_ledger_dbt"
 MARTS = ("forward_translations", "reverse_translations", "resume_audit",
          "failback_duplicates_avoided")
+# Models materialized as Delta tables (marts/audits, intermediate/operation_versions).
+TABLE_MODELS = ("resume_audit", "failback_duplicates_avoided", "int_operation_runs",
+                "int_operation_checkpoints", "int_operation_resume_points")
 
 
 class DbtRunError(LedgerError):
@@ -120,6 +125,8 @@ def invoke_dbt(command: str, *, select: str | None = None,
         args += ["--select", select]
     args += extra_args or []
     os.environ.setdefault(DBT_SCHEMA_ENV, DEFAULT_DBT_SCHEMA)
+    os.environ.setdefault("DO_NOT_TRACK", "1")  # no usage events: CI and clusters are offline
+    os.environ[LOCATION_ROOT_ENV] = str(work / "tables")
     result = dbtRunner().invoke(args)
     statuses: dict[str, str] = {}
     failures: list[str] = []
@@ -138,6 +145,8 @@ def build_marts(spark: SparkSession, ledger: Ledger, *, as_of: dict[str, int] | 
                 command: str = "run", select: str | None = None) -> DbtResult:
     """Register the ledger and ``dbt run`` (or ``build``) the project; raise on failure."""
     schema = register_ledger(spark, ledger)
+    for model in TABLE_MODELS:  # each build writes them under a fresh location root
+        spark.sql(f"DROP TABLE IF EXISTS {dbt_schema()}.{model}")
     result = invoke_dbt(command, select=select,
                         variables={"ledger_schema": schema, "as_of_versions": as_of or {}})
     if not result.success:

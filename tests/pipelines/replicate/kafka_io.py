@@ -42,13 +42,15 @@ def produce(cluster: ClusterConfig, topic: str, records: Iterable[tuple[int, Rec
 
 def sample(partitions: int, per_partition: int, seed: str = "") -> list[tuple[int, Rec]]:
     """Keys (some null), null values (tombstones), headers (some with null values), timestamps."""
+    # Recent timestamps: records older than the topic's retention would be deleted under us.
+    base = int(time.time() * 1000) - 3_600_000
     out = []
     for i in range(per_partition):
         for p in range(partitions):
             key = None if i % 7 == 3 else f"k{seed}-{p}-{i % 5}".encode()
             value = None if i % 5 == 2 else f"v{seed}-{p}-{i}".encode() * (1 + i % 3)
             headers = () if i % 4 == 0 else (("h", f"{i}".encode()), ("null", None), ("h", b""))
-            out.append((p, Rec(key, value, headers, 1_700_000_000_000 + p * 1000 + i)))
+            out.append((p, Rec(key, value, headers, base + p * 1000 + i)))
     return out
 
 

@@ -1,3 +1,4 @@
+{{ config(location_root=env_var('OFFSET_LEDGER_DBT_LOCATION_ROOT', '') or none) }}
 -- Per operation and resume point: the offset written, the checkpoint behind it and the run
 -- that decides its translation, all read with Delta time travel at the ledger versions the
 -- operation recorded; the translation is recomputed from those runs and compared.

@@ -1,3 +1,4 @@
+{{ config(location_root=env_var('OFFSET_LEDGER_DBT_LOCATION_ROOT', '') or none) }}
 -- The resume points each operation wrote (rows are append-only and carry operation_id),
 -- flagged with whether they are already present at the operation's resume_points_version.
 with resume_points as (

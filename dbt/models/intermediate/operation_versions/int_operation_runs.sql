@@ -1,3 +1,4 @@
+{{ config(location_root=env_var('OFFSET_LEDGER_DBT_LOCATION_ROOT', '') or none) }}
 -- offset_syncs as of each operation's recorded offset_syncs_version, with epochs.
 with runs_at_operation_versions as (
 

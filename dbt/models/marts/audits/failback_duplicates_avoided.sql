@@ -1,3 +1,4 @@
+{{ config(location_root=env_var('OFFSET_LEDGER_DBT_LOCATION_ROOT', '') or none) }}
 -- For each failback's reverse-checkpointed partition: how many records the group would
 -- re-read on the original topic without reverse checkpointing (resuming at the offset it
 -- had there before, previous_offset; from offset 0 when it had none) and with it (resuming

@@ -1,0 +1,193 @@
+"""The expectations of each ledger table, by stable check name.
+
+Cross-table checks query temporary views named ``offset_ledger_gx_<table>`` (every ledger
+table, registered by the runner) and ``offset_ledger_gx_secrets`` (one ``secret`` column);
+``{batch}`` is the table under validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql.types import ArrayType, StringType, StructType
+
+from ledger.schemas import (
+    CHECKPOINTS,
+    GROUP_OFFSETS,
+    NATURAL_KEYS,
+    OFFSET_SYNCS,
+    OPERATIONS,
+    REPLICATION_PROGRESS,
+    RESUME_POINTS,
+    SCHEMAS,
+)
+
+VIEW_PREFIX = "offset_ledger_gx_"
+SECRETS_VIEW = f"{VIEW_PREFIX}secrets"
+
+
+def view(table: str) -> str:
+    return f"{VIEW_PREFIX}{table}"
+
+
+def _gxe():
+    import great_expectations.expectations as gxe
+
+    return gxe
+
+
+def _between(check: str, column: str, min_value: int, description: str):
+    return _gxe().ExpectColumnValuesToBeBetween(
+        column=column, min_value=min_value, meta={"check": check}, description=description)
+
+
+def _in_set(check: str, column: str, values: list[str]):
+    return _gxe().ExpectColumnValuesToBeInSet(
+        column=column, value_set=values, meta={"check": check},
+        description=f"{column} is one of {', '.join(values)}")
+
+
+def _rows(check: str, query: str, description: str):
+    return _gxe().UnexpectedRowsExpectation(
+        unexpected_rows_query=query, meta={"check": check}, description=description)
+
+
+def _q(column: str) -> str:
+    return f"`{column}`"
+
+
+def _unique_key(table: str):
+    keys = ", ".join(_q(k) for k in NATURAL_KEYS[table])
+    return _rows(
+        "natural_key_unique",
+        f"SELECT t.* FROM {{batch}} t JOIN (SELECT {keys} FROM {{batch}} GROUP BY {keys} "
+        f"HAVING count(*) > 1) d USING ({keys})",
+        f"no two rows share the natural key ({', '.join(NATURAL_KEYS[table])})")
+
+
+def _no_secrets(schema: StructType):
+    conditions = []
+    for field in schema.fields:
+        if isinstance(field.dataType, StringType):
+            conditions.append(f"instr(t.{_q(field.name)}, s.secret) > 0")
+        elif isinstance(field.dataType, ArrayType) and isinstance(
+                field.dataType.elementType, StringType):
+            conditions.append(f"exists(t.{_q(field.name)}, x -> instr(x, s.secret) > 0)")
+    condition = " OR ".join(conditions) or "false"
+    return _rows(
+        "no_configured_secret",
+        f"SELECT t.* FROM {{batch}} t LEFT SEMI JOIN {SECRETS_VIEW} s ON ({condition})",
+        "no string column holds a secret value of the configuration")
+
+
+def _offset_syncs() -> list:
+    # Write order per flow partition: (written_at, batch_id, downstream_offset). A run below the
+    # previous run's end starts a new epoch (truncated replica), which cannot happen inside one
+    # micro-batch: there it means two runs of one epoch share downstream offsets.
+    overlap = (
+        "SELECT * FROM (SELECT r.*, "
+        "lag(downstream_offset + length) OVER w AS previous_end, "
+        "lag(run_id) OVER w AS previous_run_id, lag(batch_id) OVER w AS previous_batch_id "
+        "FROM {batch} r WINDOW w AS (PARTITION BY flow, topic, `partition` "
+        "ORDER BY written_at, batch_id, downstream_offset, upstream_offset)) "
+        "WHERE downstream_offset < previous_end AND run_id = previous_run_id "
+        "AND batch_id = previous_batch_id")
+    return [
+        _between("length_positive", "length", 1, "every run holds at least one record"),
+        _between("upstream_offset_non_negative", "upstream_offset", 0, "u >= 0"),
+        _between("downstream_offset_non_negative", "downstream_offset", 0, "d >= 0"),
+        _rows("flow_matches_clusters",
+              "SELECT * FROM {batch} WHERE flow <> concat(source_cluster, '->', target_cluster)",
+              "flow is source_cluster->target_cluster"),
+        _rows("epoch_runs_disjoint_downstream", overlap,
+              "runs of one flow partition and epoch never share a downstream offset"),
+    ]
+
+
+def _checkpoints() -> list:
+    backwards = (
+        "SELECT * FROM (SELECT c.*, last(target_offset, true) OVER (PARTITION BY direction, "
+        "flow, group_id, source_cluster, source_topic, `partition` ORDER BY checkpointed_at, "
+        "checkpoint_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS previous_target "
+        "FROM {batch} c) WHERE target_offset < previous_target AND NOT group_rewound")
+    return [
+        _between("source_offset_non_negative", "source_offset", 0, "committed offsets >= 0"),
+        _between("target_offset_non_negative", "target_offset", 0,
+                 "translated offsets >= 0 (NULL when untranslatable, never -1)"),
+        _in_set("status_known", "status", ["translated", "untranslatable", "held"]),
+        _in_set("direction_known", "direction", ["forward", "reverse"]),
+        _rows("untranslatable_iff_null",
+              "SELECT * FROM {batch} WHERE (status = 'untranslatable') <> "
+              "(target_offset IS NULL)",
+              "target_offset is NULL exactly when status is 'untranslatable'"),
+        _rows("never_backwards_unless_rewound", backwards,
+              "checkpoints never move backwards per group partition unless the group rewound"),
+    ]
+
+
+def _group_offsets() -> list:
+    return [_between("committed_offset_non_negative", "committed_offset", 0,
+                     "committed offsets >= 0")]
+
+
+def _resume_points() -> list:
+    unmatched = (
+        f"SELECT r.* FROM {{batch}} r LEFT ANTI JOIN {view(CHECKPOINTS)} c "
+        "ON c.checkpoint_id = r.checkpoint_id AND c.group_id = r.group_id "
+        "AND c.`partition` = r.`partition` AND c.target_cluster = r.cluster "
+        "AND c.target_topic = r.topic AND c.target_offset = r.`offset` "
+        "WHERE r.checkpoint_id IS NOT NULL")
+    return [
+        _between("offset_non_negative", "offset", 0, "written offsets >= 0"),
+        _between("previous_offset_non_negative", "previous_offset", 0, "previous offsets >= 0"),
+        _in_set("reason_known", "reason", ["group_offset_sync", "failover", "failback"]),
+        _rows("matches_a_checkpoint", unmatched,
+              "every resume point with a checkpoint_id matches that checkpoint's translation"),
+    ]
+
+
+def _operations() -> list:
+    versions = ("offset_syncs_version", "checkpoints_version", "group_offsets_version",
+                "resume_points_version")
+    missing = " OR ".join(f"{v} IS NULL OR {v} < 0" for v in versions)
+    return [
+        _in_set("kind_known", "kind", ["failover", "failback"]),
+        _in_set("status_known", "status", ["completed", "failed"]),
+        _between("seconds_to_ready_non_negative", "seconds_to_ready", 0,
+                 "seconds_to_ready >= 0"),
+        _rows("ready_after_start", "SELECT * FROM {batch} WHERE ready_at < started_at",
+              "ready_at is not before started_at"),
+        _rows("completed_records_versions",
+              f"SELECT * FROM {{batch}} WHERE status = 'completed' AND ({missing})",
+              "a completed operation records the ledger versions it used"),
+    ]
+
+
+def _replication_progress() -> list:
+    return [
+        _between("lag_non_negative", "lag", 0, "lag >= 0"),
+        _between("next_upstream_offset_non_negative", "next_upstream_offset", 0,
+                 "next_upstream_offset >= 0"),
+        _rows("next_is_last_plus_one",
+              "SELECT * FROM {batch} WHERE next_upstream_offset <> last_upstream_offset + 1",
+              "next_upstream_offset = last_upstream_offset + 1"),
+    ]
+
+
+SUITES: dict[str, Callable[[], list]] = {
+    OFFSET_SYNCS: _offset_syncs,
+    CHECKPOINTS: _checkpoints,
+    GROUP_OFFSETS: _group_offsets,
+    RESUME_POINTS: _resume_points,
+    OPERATIONS: _operations,
+    REPLICATION_PROGRESS: _replication_progress,
+}
+
+
+def expectations_for(table: str) -> list:
+    """The table's expectations: its own checks, natural-key uniqueness, no secrets."""
+    return [*SUITES[table](), _unique_key(table), _no_secrets(SCHEMAS[table])]
+
+
+def check_names(table: str) -> list[str]:
+    return [e.meta["check"] for e in expectations_for(table)]

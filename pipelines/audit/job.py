@@ -1,0 +1,66 @@
+"""``offset-ledger audit``: the resume points and the ledger behind them, from the dbt marts.
+
+Invariants:
+    * Reads only: the ledger is never written (see :mod:`pipelines.audit.audit`).
+    * ``--as-of-version N`` is a version of the ``operations`` table (every other table is read
+      as of that commit's time); ``--as-of-timestamp T`` applies to every table.
+    * ``--format table`` (default) and ``json`` print to stdout; ``html`` writes a
+      self-contained report (``--output``, default ``offset-ledger-audit.html``).
+    * A missing ledger or a failing dbt model exits 2 with ``error: ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ledger.config import Config
+from pipelines.cli import job_main
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--group", help="only this consumer group")
+    parser.add_argument("--operation", help="only this failover/failback operation id")
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--as-of-version", type=int, metavar="N",
+                      help="the ledger when the operations table was at Delta version N")
+    when.add_argument("--as-of-timestamp", metavar="T",
+                      help="the ledger as of a timestamp (e.g. '2026-01-01 12:00:00')")
+    parser.add_argument("--format", choices=["table", "json", "html"], default="table")
+    parser.add_argument("--output", default="offset-ledger-audit.html",
+                        help="with --format html: the report file")
+    parser.add_argument("--build", action="store_true",
+                        help="dbt build instead of dbt run: also run the data and unit tests")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    from pipelines.audit.audit import jsonable, load_runs, run_audit
+    from pipelines.audit.report import format_tables, render_html
+    from pipelines.spark import get_spark
+
+    spark = get_spark("offset-ledger-audit")
+    when = {"as_of_version": getattr(args, "as_of_version", None),
+            "as_of_timestamp": getattr(args, "as_of_timestamp", None)}
+    marts = run_audit(spark, config, group=getattr(args, "group", None),
+                      operation=getattr(args, "operation", None),
+                      build=getattr(args, "build", False), **when)
+    fmt = getattr(args, "format", "table")
+    if fmt == "json":
+        print(json.dumps(jsonable(marts), indent=2))
+    elif fmt == "html":
+        output = Path(getattr(args, "output", "offset-ledger-audit.html"))
+        output.write_text(render_html(marts, load_runs(spark, config, **when)))
+        print(f"wrote {output}")
+    else:
+        print(format_tables(marts))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main("audit", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

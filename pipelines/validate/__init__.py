@@ -1,0 +1,1 @@
+"""``offset-ledger validate``: the Great Expectations suites of ``expectations/`` on the ledger."""

@@ -1,0 +1,79 @@
+"""Bad input: a clear error, a non-zero exit, and no ledger rows for work not done."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+
+import pytest
+
+from ledger.config import ConfigError
+from ledger.schemas import OFFSET_SYNCS
+from ledger.tables import Ledger
+from pipelines import cli, kafka_admin
+from pipelines.clusters import free_port
+from pipelines.kafka_admin import KafkaAdminError
+from pipelines.replicate.job import replicate_once
+from pipelines.replicate.topics import MissingSourceTopicError, ReplicaPartitionMismatchError
+from tests.pipelines.replicate.kafka_io import create
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    """``offset-ledger ARGV`` in this process: exit code and stderr."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, err.getvalue()
+
+
+def assert_no_ledger_rows(spark, config) -> None:
+    ledger = Ledger(spark, config.ledger_location)
+    assert not ledger.exists(OFFSET_SYNCS) or ledger.read(OFFSET_SYNCS).count() == 0
+
+
+def test_unknown_flow_alias(spark, make_config):
+    config = make_config()
+    with pytest.raises(ConfigError, match="unknown cluster alias 'X'"):
+        replicate_once(spark, config, "P->X")
+    code, err = run_cli("replicate", "--flow", "P->X", "--once", "--config", config.path)
+    assert code == 2 and "unknown cluster alias 'X'" in err
+    assert_no_ledger_rows(spark, config)
+
+
+def test_unreachable_cluster(spark, make_config, kafka_clusters):
+    config = make_config(
+        clusters={"P": {"bootstrap.servers": kafka_clusters.bootstrap("P")},
+                  "C": {"bootstrap.servers": f"127.0.0.1:{free_port()}"}},
+        flows={"P->C": True})
+    with pytest.raises(KafkaAdminError, match="cluster C is unreachable"):
+        replicate_once(spark, config, "P->C")
+    assert_no_ledger_rows(spark, config)
+
+
+def test_missing_source_topic_named_in_the_allowlist(spark, make_config, unique):
+    missing = unique("missing")
+    config = make_config(flows={"P->B": {"topics": [missing]}})
+    with pytest.raises(MissingSourceTopicError, match=missing):
+        replicate_once(spark, config, "P->B")
+    assert_no_ledger_rows(spark, config)
+
+
+def test_replica_with_fewer_partitions(spark, make_config, unique):
+    topic, other = unique("narrow"), unique("fine")
+    config = make_config(flows={"P->B": {"topics": [topic, other]}})
+    p, b = config.cluster("P"), config.cluster("B")
+    create(p, topic, 3)
+    create(p, other, 1)
+    create(b, f"P.{topic}", 1)
+    message = (f"replica topic P.{topic} on B has 1 partition(s) but source topic {topic} on P "
+               "has 3")
+    with pytest.raises(ReplicaPartitionMismatchError, match=re.escape(message)):
+        replicate_once(spark, config, "P->B")
+    code, err = run_cli("replicate", "--flow", "P->B", "--once", "--config", config.path)
+    assert code == 2 and message in err
+    # Refused before anything changed: the healthy topic's replica was not created either.
+    assert f"P.{other}" not in kafka_admin.list_topics(b)
+    assert_no_ledger_rows(spark, config)
