@@ -9,6 +9,7 @@ file only wires them up, loads the one :class:`~ledger.config.Config` from ``--c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import sys
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--config", default=argparse.SUPPRESS,
                         help="configuration file (default: ./offset-ledger.yaml or "
                              "$OFFSET_LEDGER_CONFIG)")
+    common.add_argument("--ledger-location", default=argparse.SUPPRESS,
+                        help="override ledger.location (a path or catalog.schema)")
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
     parser = argparse.ArgumentParser(prog="offset-ledger", parents=[common],
                                      description="Kafka replication with an exact offset "
@@ -69,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(getattr(args, "config", None))
+        if getattr(args, "ledger_location", None):
+            config = dataclasses.replace(config, ledger_location=args.ledger_location)
         module = importlib.import_module(args._module)
         return int(module.run(args, config) or 0)
     except OffsetLedgerError as exc:

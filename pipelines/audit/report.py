@@ -109,8 +109,8 @@ def _svg(title: str, runs: list[dict[str, Any]], operations: list[dict[str, Any]
         parts.append(f'<rect x="{x(p["written_at"]) - 4:.1f}" y="{y(p["offset"]) - 4:.1f}" '
                      'width="8" height="8" fill="#9467bd"><title>'
                      f'resume point {html.escape(str(p["label"]))}</title></rect>')
-    parts.append('<text x="%d" y="%d" font-size="10" fill="#9467bd">&#9632; resume points'
-                 '</text></svg>' % (width - 200, 62))
+    parts.append(f'<text x="{width - 200}" y="62" font-size="10" fill="#9467bd">'
+                 '&#9632; resume points</text></svg>')
     return "".join(parts)
 
 

@@ -159,3 +159,36 @@ def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]
     append(ledger, GROUP_OFFSETS, [group_row("o6", "P", "G", "Payments", 0, 15, at(12))])
     return {"ledger": ledger, "syncs_v1": syncs_v1, "syncs_v2": syncs_v2, "cp_v1": cp_v1,
             "cp_v2": cp_v2, "operations_version": ops_v2}
+
+
+_REFERENCE: dict[str, dict[str, Any]] = {}
+
+
+def reference_ledger(spark: SparkSession, base_dir: str) -> dict[str, Any]:
+    """The reference ledger, written once per process (test modules share it read-only)."""
+    if "info" not in _REFERENCE:
+        location = f"{base_dir.rstrip('/')}/reference-ledger"
+        _REFERENCE["info"] = {**write_reference_ledger(spark, location), "location": location}
+    return _REFERENCE["info"]
+
+
+SECRET = "s3cr3t-Pa55word-for-tests"
+
+
+def config_for(location: str, path: str | None = None) -> Any:
+    """A Config for a ledger location; brokers are never contacted. P has a secret property."""
+    import yaml
+
+    from ledger.config import config_from_mapping
+
+    raw = {"clusters": {"P": {"bootstrap.servers": "127.0.0.1:1",
+                              "security.protocol": "SASL_PLAINTEXT",
+                              "sasl.mechanism": "PLAIN", "sasl.username": "ledger",
+                              "sasl.password": SECRET},
+                        "B": {"bootstrap.servers": "127.0.0.1:2"}},
+           "flows": {"P->B": True, "B->P": True},
+           "ledger": {"location": location}}
+    if path is not None:
+        with open(path, "w") as handle:
+            yaml.safe_dump(raw, handle, sort_keys=False)
+    return config_from_mapping(raw, path=path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 
 import pytest
@@ -107,10 +106,9 @@ def test_bidirectional_flows_do_not_loop(spark, make_config, unique):
     assert read_all(b, f"P.{pay}-p", 1) == read_all(p, f"{pay}-p", 1)
 
 
-def test_transactional_and_compacted_sources_split_runs_that_stay_exact(spark, make_config,
-                                                                        unique):
-    txn, compacted = unique("txn"), unique("compacted")
-    config = make_config(flows={"P->B": {"topics": [txn, compacted]}})
+def test_transactional_source_splits_runs_that_stay_exact(spark, make_config, unique):
+    txn = unique("txn")
+    config = make_config(flows={"P->B": {"topics": [txn]}})
     p, b = config.cluster("P"), config.cluster("B")
     create(p, txn, 2)
     producer = Producer(p.client_config(**{"transactional.id": unique("tx")}))
@@ -124,10 +122,6 @@ def test_transactional_and_compacted_sources_split_runs_that_stay_exact(spark, m
                                  timestamp=int(time.time() * 1000) - 60_000 + i)
         (producer.abort_transaction if i % 2 else producer.commit_transaction)(30)
 
-    create(p, compacted, 1, **{"cleanup.policy": "compact", "segment.ms": "100",
-                               "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
-    _compact_until_gaps(p, compacted)
-
     result = replicate_once(spark, config, "P->B")
 
     source = read_all(p, txn, 2)
@@ -140,33 +134,5 @@ def test_transactional_and_compacted_sources_split_runs_that_stay_exact(spark, m
     assert_runs_cover(runs, source)
     assert len([r for r in runs if r[0] == 0]) == 3  # three committed transactions, split
 
-    source = read_all(p, compacted, 1)
-    replica = read_all(b, f"P.{compacted}", 1)
-    offsets = sorted(source[0])
-    assert offsets != list(range(offsets[0], offsets[0] + len(offsets))), "no gap to test"
-    assert list(replica[0].values()) == [source[0][o] for o in offsets]
-    runs = ledger_runs(spark, config, "P->B", compacted)
-    assert_runs_exact(runs, source, replica)
-    assert_runs_cover(runs, source)
-    assert len(runs) > 1
-    assert result.records_copied == 18 + len(offsets)
-
-
-def _compact_until_gaps(cluster, topic, deadline_s: float = 60.0) -> None:
-    """Overwrite a few keys until the log cleaner has removed some offsets (awaited, not slept)."""
-    producer = Producer(cluster.client_config(**{"linger.ms": 0}))
-    deadline = dt.datetime.now() + dt.timedelta(seconds=deadline_s)
-    round_ = 0
-    while True:
-        for key in range(4):
-            producer.produce(topic, partition=0, key=f"key-{key}".encode(),
-                             value=f"round-{round_}".encode())
-        producer.flush(10)
-        round_ += 1
-        records = read_all(cluster, topic, 1)[0]
-        offsets = sorted(records)
-        if offsets and len(offsets) < offsets[-1] + 1 - offsets[0]:  # a hole inside the log
-            return
-        assert dt.datetime.now() < deadline, "the log cleaner removed nothing in time"
-        # Each round rolls the active segment (segment.ms) so the cleaner has work to do.
-        producer.poll(0.5)
+    # Commit markers (one per transaction) and aborted records leave upstream gaps.
+    assert result.records_copied == 18
