@@ -334,8 +334,9 @@ class EmbeddedClusters:
         if _alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        with contextlib.suppress(ChildProcessError):
+            # Reap our own child so no zombie is left (not our child: nothing to reap).
+            os.waitpid(pid, 0)
         self._pid_file(alias).unlink(missing_ok=True)
         return True
 
