@@ -1,7 +1,7 @@
-"""The ``offset-ledger`` command line: one verb per module, imported only when used.
+"""The ``offset-ledger`` command line: one verb per module.
 
-Each command module exposes ``add_arguments(parser)`` and ``run(args, config) -> int``; this
-file only wires them up, loads the one :class:`~ledger.config.Config` from ``--config``
+Each command module exposes ``add_arguments(parser[, verb])`` and ``run(args, config) -> int``;
+this file only wires them up, loads the one :class:`~ledger.config.Config` from ``--config``
 (default ``./offset-ledger.yaml`` or ``$OFFSET_LEDGER_CONFIG``) and turns expected errors into
 ``error: ...`` on stderr with a non-zero exit.
 """
@@ -17,7 +17,7 @@ import sys
 from ledger.config import load_config
 from ledger.errors import OffsetLedgerError
 
-# verb -> (module, help). Modules are imported lazily so `--help` needs no JVM.
+# verb -> (module, help). Importing a module starts no JVM: sessions are built in run().
 COMMANDS: dict[str, tuple[str, str]] = {
     "clusters": ("pipelines.clusters", "start, inspect or stop the embedded Kafka clusters"),
     "ledger": ("pipelines.ledger_admin", "create or inspect the ledger's Delta tables"),
@@ -50,12 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "ledger in Delta Lake.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for verb, (module, help_text) in COMMANDS.items():
-        try:  # TEMP during bring-up
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and module.startswith(exc.name):
-                continue
-            raise
+        mod = importlib.import_module(module)
         p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text)
         p.set_defaults(_module=module, _verb=verb)
         if hasattr(mod, "add_arguments"):
