@@ -103,14 +103,19 @@ def _mask(value: Any, secrets: list[str]) -> Any:
     return value
 
 
-def _samples(result: Any) -> tuple[int | None, list[Any]]:
+def _samples(spark: SparkSession, table: str, result: Any) -> tuple[int | None, list[Any]]:
+    """The unexpected count and a few sample rows (or values) of one result."""
     data = result.result or {}
-    if "details" in data and isinstance(data["details"], dict):  # UnexpectedRowsExpectation
-        rows = data["details"].get("unexpected_rows") or []
+    config_ = result.expectation_config
+    query = (config_.kwargs or {}).get("unexpected_rows_query") if config_ else None
+    if query:  # UnexpectedRowsExpectation: its count; samples by re-running the query
         count = data.get("observed_value")
-        return (int(count) if isinstance(count, int) else len(rows)), list(rows)
-    count = data.get("unexpected_count")
-    return count, list(data.get("partial_unexpected_list") or [])
+        samples: list[Any] = []
+        if count:
+            sql = f"SELECT * FROM ({query.replace('{batch}', view(table))}) LIMIT {SAMPLE_ROWS}"
+            samples = [row.asDict(recursive=True) for row in spark.sql(sql).collect()]
+        return (int(count) if isinstance(count, int | float) else None), samples
+    return data.get("unexpected_count"), list(data.get("partial_unexpected_list") or [])
 
 
 def validate_ledger(spark: SparkSession, config: Config,
@@ -147,7 +152,7 @@ def validate_ledger(spark: SparkSession, config: Config,
         for item in outcome.results:
             config_ = item.expectation_config
             meta = (config_.meta or {}) if config_ is not None else {}
-            count, samples = _samples(item)
+            count, samples = _samples(spark, name, item)
             if item.exception_info and item.exception_info.get("raised_exception"):
                 message = str(item.exception_info.get("exception_message"))[:300]
                 samples = [f"error: {message}"]

@@ -22,6 +22,9 @@ from ledger.errors import OffsetLedgerError
 from ledger.schemas import NATURAL_KEYS, SCHEMAS
 
 
+_INITIALIZED: set[tuple[int, str]] = set()
+
+
 class LedgerError(OffsetLedgerError):
     """The ledger is missing, corrupt or cannot be written."""
 
@@ -55,7 +58,19 @@ class Ledger:
     # --- lifecycle -----------------------------------------------------------------------
 
     def init(self) -> dict[str, bool]:
-        """Create every missing table; return ``{name: created}``."""
+        """Create every missing table; return ``{name: created}``.
+
+        Checked once per session and location: jobs call this at every start, and the schema
+        checks cost a Delta log read per table.
+        """
+        key = (id(self.spark), self.location)
+        if key in _INITIALIZED:
+            return dict.fromkeys(SCHEMAS, False)
+        created = self._init()
+        _INITIALIZED.add(key)
+        return created
+
+    def _init(self) -> dict[str, bool]:
         created = {}
         if not self.path_based:
             self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {self.location}")

@@ -159,6 +159,11 @@ def _group_missing(exc: KafkaException) -> bool:
     return isinstance(err, KafkaError) and err.code() in (KafkaError.GROUP_ID_NOT_FOUND,)
 
 
+def _describe(exc: KafkaException) -> str:
+    err = exc.args[0] if exc.args else None
+    return f"{err.name()}: {err.str()}" if hasattr(err, "name") else str(exc)
+
+
 def list_groups(cluster: ClusterConfig) -> list[GroupInfo]:
     client = admin(cluster)
     result = _wait(cluster, "listing groups",
@@ -175,8 +180,16 @@ def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
     except KafkaException as exc:
         if _group_missing(exc):
             return GroupInfo(group, "DEAD", 0)
-        raise KafkaAdminError(f"cluster {cluster.alias}: describing group {group} failed: "
-                              f"{exc.args[0].str() if exc.args else exc}") from None
+        # Kafka 4 answers ConsumerGroupDescribe for KIP-848 groups only; some classic groups
+        # come back as an error there. ListGroups still knows every group's state.
+        listed = {g.group_id: g for g in list_groups(cluster)}
+        if group not in listed:
+            return GroupInfo(group, "DEAD", 0)
+        state = listed[group].state
+        if state.upper() in ("EMPTY", "DEAD"):
+            return GroupInfo(group, state, 0)
+        raise KafkaAdminError(f"cluster {cluster.alias}: describing group {group} (state "
+                              f"{state}) failed: {_describe(exc)}") from None
     return GroupInfo(group, str(desc.state.name if desc.state else "UNKNOWN"),
                      len(desc.members or []))
 

@@ -106,5 +106,3 @@ def test_run_audit_as_of_an_earlier_operations_version(built, spark, tmp_path):
     # group offsets as of then: G had committed 8 on P's Payments p0
     (p0,) = by(marts["forward_translations"], flow="P->B", partition_id=0)
     assert (p0["source_offset"], p0["target_offset"]) == (8, 8)
-    only = run_audit(spark, config, operation="op-failback")
-    assert {r["operation_id"] for r in only["resume_audit"]} == {"op-failback"}

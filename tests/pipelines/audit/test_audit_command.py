@@ -21,13 +21,14 @@ def config_path(spark, tmp_path_factory):
     return path
 
 
-def test_audit_json_for_a_group(config_path, capsys):
-    assert job.main(["--config", config_path, "--group", "G", "--format", "json"]) == 0
+def test_audit_json_for_an_operation(config_path, capsys):
+    assert job.main(["--config", config_path, "--operation", "op-failback",
+                     "--format", "json"]) == 0
     marts = json.loads(capsys.readouterr().out)
     assert set(marts) == {"forward_translations", "reverse_translations", "resume_audit",
                           "failback_duplicates_avoided"}
-    assert {r["operation_id"] for r in marts["resume_audit"]} == {"op-failover",
-                                                                  "op-failback"}
+    assert {r["operation_id"] for r in marts["resume_audit"]} == {"op-failback"}
+    assert {r["group_id"] for r in marts["forward_translations"]} == {"G"}
     assert sum(r["duplicates_avoided"] for r in marts["failback_duplicates_avoided"]) == 6
 
 
