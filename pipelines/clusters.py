@@ -175,6 +175,17 @@ def _kafka_classpath() -> str:
     return str(folder / "*")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``).
+
+    A test process that crashes cannot run its teardown; its brokers must not outlive it.
+    """
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -193,8 +204,11 @@ class EmbeddedClusters:
     """Start, inspect and stop the embedded brokers for ``config``'s clusters."""
 
     def __init__(self, config: Config, aliases: list[str] | None = None,
-                 data_dir: str | None = None) -> None:
+                 data_dir: str | None = None, tied_to_parent: bool = False) -> None:
+        """``tied_to_parent``: the brokers die with this process (tests), instead of outliving
+        it (``clusters up``)."""
         self.config = config
+        self.tied_to_parent = tied_to_parent
         self.aliases = aliases or list(config.clusters)
         for alias in self.aliases:
             config.cluster(alias)
@@ -277,7 +291,9 @@ class EmbeddedClusters:
                 log = open(self._dir(alias) / "broker.log", "ab")
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                        cwd=self._dir(alias))
+                                        cwd=self._dir(alias),
+                                        preexec_fn=_die_with_parent if self.tied_to_parent
+                                        else None)
                 log.close()
                 self._pid_file(alias).write_text(str(proc.pid))
                 started.append(alias)

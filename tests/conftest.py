@@ -37,7 +37,8 @@ def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedde
         "flows": {"P->B": True, "B->P": True},
         "embedded": {"data.dir": str(data_dir)},
     }
-    clusters = EmbeddedClusters(config_from_mapping(raw, path=str(data_dir / "c.yaml")))
+    clusters = EmbeddedClusters(config_from_mapping(raw, path=str(data_dir / "c.yaml")),
+                                tied_to_parent=True)
     clusters.up()
     yield clusters
     clusters.down()

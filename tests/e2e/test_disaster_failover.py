@@ -30,7 +30,7 @@ def own_clusters(tmp_path):
     path = tmp_path / "offset-ledger.yaml"
     path.write_text(json.dumps(raw))  # JSON is YAML
     config = config_from_mapping(raw, path=str(path))
-    clusters = EmbeddedClusters(config)
+    clusters = EmbeddedClusters(config, tied_to_parent=True)
     clusters.up()
     yield config, clusters
     clusters.down()
