@@ -21,7 +21,6 @@ from pyspark.sql import DataFrame, SparkSession
 from ledger.errors import OffsetLedgerError
 from ledger.schemas import NATURAL_KEYS, SCHEMAS
 
-
 _INITIALIZED: set[tuple[int, str]] = set()
 
 
