@@ -12,6 +12,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -56,6 +57,8 @@ def get_spark(app_name: str = "offset-ledger", *, master: str | None = None,
     state = Path(os.environ.get("OFFSET_LEDGER_STATE_DIR", ".state")).resolve()
     # Loopback only: the machine's other interfaces are not ours to listen on.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Local Python workers must run this interpreter (it has confluent-kafka), not PATH's.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log4j = Path(__file__).with_name("log4j2-spark.properties")
     builder = (
         SparkSession.builder.appName(app_name)
