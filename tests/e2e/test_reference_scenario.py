@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from expectations import validate_ledger
 from ledger.schemas import OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
 from pipelines import cli, kafka_admin
+from pipelines.audit.audit import run_audit
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
@@ -109,3 +111,16 @@ def test_failover_and_failback_lose_nothing_and_read_nothing_twice(spark, scenar
     assert {(r["topic"], r["direction"]) for r in points} == {(topic, "reverse"),
                                                             (f"B.{topic}", "forward")}
     assert all(r["checkpoints_version"] is not None for r in points)
+
+    # CI validates the ledger this scenario produced, and the audit marts must tell the same
+    # story as the consumers did.
+    report = validate_ledger(spark, config)
+    assert report.success, report.summary()
+    marts = run_audit(spark, config, group=group)
+    avoided = [r for r in marts["failback_duplicates_avoided"]
+               if r["operation_id"] == back["operation_id"]]
+    assert sum(r["duplicates_without_reverse_checkpointing"] for r in avoided) == control_twice
+    assert sum(r["duplicates_with_reverse_checkpointing"] for r in avoided) == 0
+    audited = {(r["topic"], r["partition_id"]): r["resume_offset"]
+               for r in marts["resume_audit"] if r["operation_id"] == back["operation_id"]}
+    assert audited == {(r["topic"], r["partition"]): r["offset"] for r in points}
