@@ -108,9 +108,14 @@ class Ledger:
                 f"(missing columns: {missing or 'none'}, wrong types: {wrong or 'none'}); "
                 "point ledger.location at a fresh path or repair the table")
 
-    def require(self, *names: str) -> None:
-        """Fail clearly unless every named table exists."""
+    def require(self, *names: str, verify: bool = False) -> None:
+        """Fail clearly unless every named table exists and its Delta log reads.
+
+        Checked once per session and location unless ``verify`` asks again.
+        """
         names = names or tuple(SCHEMAS)
+        if not verify and (id(self.spark), self.location) in _INITIALIZED:
+            return  # created or verified earlier in this session
         missing = [n for n in names if not self.exists(n)]
         if missing:
             raise LedgerError(
@@ -122,6 +127,8 @@ class Ledger:
             except Exception as exc:
                 raise LedgerError(f"ledger table {name} at {self.location} is corrupt or "
                                   f"unreadable: {_first_line(exc)}") from exc
+        if set(names) == set(SCHEMAS):
+            _INITIALIZED.add((id(self.spark), self.location))
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -145,10 +152,22 @@ class Ledger:
 
     def version(self, name: str) -> int:
         """The table's current Delta version."""
+        local = self._local_log(name)
+        if local is not None:
+            # A local table's version is its newest commit file: no Spark job needed.
+            commits = [int(p.stem) for p in local.glob("*.json") if p.stem.isdigit()]
+            if commits:
+                return max(commits)
         row = self.spark.sql(f"DESCRIBE HISTORY {self.identifier(name)} LIMIT 1").first()
         if row is None:
             raise LedgerError(f"ledger table {name} has no history at {self.location}")
         return int(row["version"])
+
+    def _local_log(self, name: str) -> Path | None:
+        if not self.path_based or "://" in self.location:
+            return None
+        log = Path(self.table_path(name)) / "_delta_log"
+        return log if log.is_dir() else None
 
     def versions(self, *names: str) -> dict[str, int]:
         return {n: self.version(n) for n in names}

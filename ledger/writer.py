@@ -32,7 +32,7 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ledger.translation import Run
@@ -69,13 +69,16 @@ class RunBuilder:
     Memory is ``O(number of runs)``, not ``O(records)``: only the open run is kept as three ints.
     """
 
-    __slots__ = ("_d", "_n", "_runs", "_u", "newest_timestamp_ms", "records")
+    __slots__ = ("_d", "_n", "_runs", "_u", "newest_timestamp_ms", "out_of_order", "records")
 
     def __init__(self) -> None:
         self._runs: list[Run] = []
         self._u = self._d = self._n = 0
         self.records = 0
         self.newest_timestamp_ms: int | None = None
+        # Set by extend() if a downstream offset did not increase: the pairs cannot be
+        # delivery-ordered copies of one producer session, and the caller must refuse them.
+        self.out_of_order = False
 
     def add(self, upstream_offset: int, downstream_offset: int,
             timestamp_ms: int | None = None) -> None:
@@ -90,6 +93,36 @@ class RunBuilder:
         if timestamp_ms is not None and (self.newest_timestamp_ms is None
                                          or timestamp_ms > self.newest_timestamp_ms):
             self.newest_timestamp_ms = timestamp_ms
+
+    def extend(self, upstream_offsets: Sequence[int], downstream_offsets: Sequence[int],
+               newest_timestamp_ms: int | None = None) -> None:
+        """:meth:`add` for many pairs: ``upstream_offsets[i]`` went to ``downstream_offsets[i]``.
+
+        Same rule and result as calling :meth:`add` pair by pair, in a tight loop. Also sets
+        :attr:`out_of_order` if the downstream offsets (continuing from the open run) do not
+        strictly increase. ``newest_timestamp_ms`` is the newest timestamp among these records.
+        """
+        if len(upstream_offsets) != len(downstream_offsets):
+            raise ValueError("as many upstream as downstream offsets are needed")
+        u0, d0, n = self._u, self._d, self._n
+        runs = self._runs
+        ordered = True
+        for u, d in zip(upstream_offsets, downstream_offsets, strict=True):
+            if n and u == u0 + n and d == d0 + n:
+                n += 1
+                continue
+            if n:
+                if d < d0 + n:  # the previous pair was the run's last, at d0 + n - 1
+                    ordered = False
+                runs.append(Run(u0, d0, n))
+            u0, d0, n = u, d, 1
+        self._u, self._d, self._n = u0, d0, n
+        self.records += len(upstream_offsets)
+        if not ordered:
+            self.out_of_order = True
+        if newest_timestamp_ms is not None and (self.newest_timestamp_ms is None
+                                                or newest_timestamp_ms > self.newest_timestamp_ms):
+            self.newest_timestamp_ms = newest_timestamp_ms
 
     def _close(self) -> None:
         if self._n:

@@ -127,7 +127,7 @@ def run_scenario(spark, config: Config, primary_records: int = 3000,
 
     log(f"2. failover {group} P -> B")
     mover = Mover(spark, config)
-    over = mover.move("failover", group, "P", "B", catch_up=True)
+    over = mover.move("failover", group, "P", "B")
     Mover(spark, control_config).move("failover", control, "P", "B")
     n.failover_seconds_to_ready = round(over.seconds_to_ready, 2)
     n.failover_operation, n.subscribe_after_failover = over.operation_id, over.subscribe
@@ -146,7 +146,7 @@ def run_scenario(spark, config: Config, primary_records: int = 3000,
     replicate_both()
 
     log(f"4. failback {group} B -> P (reverse checkpointing {TOPIC} from P{sep}{TOPIC})")
-    back = mover.move("failback", group, "B", "P", catch_up=True)
+    back = mover.move("failback", group, "B", "P")
     Mover(spark, control_config).move("failback", control, "B", "P")
     n.failback_seconds_to_ready = round(back.seconds_to_ready, 2)
     n.failback_operation, n.subscribe_after_failback = back.operation_id, back.subscribe

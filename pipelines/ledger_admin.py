@@ -23,7 +23,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"{'created' if new else 'exists '}  {ledger.identifier(name)}")
         return 0
     if args.action == "status":
-        ledger.require()
+        ledger.require(verify=True)
         for name in SCHEMAS:
             rows = ledger.read(name).count()
             print(f"{name:22} version {ledger.version(name):>5}  rows {rows:>9}  "

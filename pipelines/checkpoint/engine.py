@@ -68,6 +68,17 @@ class CheckpointResult:
     versions: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class CheckpointPlan:
+    """What a pass observed and decided, before anything is written."""
+
+    flow: FlowConfig
+    result: CheckpointResult
+    target_commits: list[Commit]
+    states: dict[tuple[str, str], str]
+    now: dt.datetime
+
+
 class Checkpointer:
     """Runs checkpoint passes against one ledger in one Spark session."""
 
@@ -140,28 +151,10 @@ class Checkpointer:
         return {flow: OffsetSyncStore.load(self.ledger, flow, version, topics)
                 for flow, topics in by_flow.items()}
 
-    def run(self, flow_name: str, *, groups: list[str] | None = None, sync: bool | None = None,
-            operation_id: str | None = None, reason: str = "group_offset_sync",
-            strict: bool = False, allow_unreachable_source: bool = False,
-            dry_run: bool = False) -> CheckpointResult:
-        """One pass.
-
-        Args:
-            flow_name: ``S->T``: groups committed on S get checkpoints toward T.
-            groups: only these groups (default: every allowlisted group on S).
-            sync: write translated offsets into the groups on T (default: config).
-            operation_id: the failover/failback this pass belongs to.
-            reason: recorded with each resume point.
-            strict: an active group on T is an error instead of being skipped.
-            allow_unreachable_source: with ``groups``, use recorded commits if S is down.
-            dry_run: compute and decide, but write nothing to the ledger or Kafka.
-        """
+    def plan(self, flow_name: str, *, groups: list[str] | None = None,
+             allow_unreachable_source: bool = False) -> CheckpointPlan:
+        """Observe and translate; decide the offset writes; write nothing anywhere."""
         flow = self.config.flow(flow_name)
-        if dry_run:
-            self.ledger.require()
-        else:
-            self.ledger.init()
-        sync = self.config.sync_group_offsets_enabled if sync is None else sync
         now = utcnow()
         result = CheckpointResult(uuid.uuid4().hex, flow.name)
         source_cluster = self.config.cluster(flow.source)
@@ -177,11 +170,6 @@ class Checkpointer:
             group_ids = groups
             commits, states = self.recorded_commits(flow.source, group_ids), {}
         target_commits, target_states = self.observe(flow.target, group_ids)
-        all_states = {**{(flow.source, g): s for g, s in states.items()},
-                      **{(flow.target, g): s for g, s in target_states.items()}}
-        if not dry_run:
-            self.record_observations((commits if result.source_live else []) + target_commits,
-                                     all_states, now)
         result.source_commits = commits
         mappings = self.mappings(flow, {c.topic for c in commits})
         stores = self.load_stores(mappings)
@@ -189,24 +177,58 @@ class Checkpointer:
         result.checkpoints = compute_checkpoints(
             commits, mappings, stores, previous, checkpoint_id=result.checkpoint_id,
             target_cluster=flow.target, now=now)
-        if dry_run:
-            existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
-            result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)
-            result.versions = {OFFSET_SYNCS: self.ledger.version(OFFSET_SYNCS)}
-            return result
+        existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
+        result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)
+        result.versions = {OFFSET_SYNCS: next(iter(stores.values())).version if stores
+                           else self.ledger.version(OFFSET_SYNCS)}
+        states_by_cluster = {**{(flow.source, g): st for g, st in states.items()},
+                             **{(flow.target, g): st for g, st in target_states.items()}}
+        return CheckpointPlan(flow, result, target_commits, states_by_cluster, now)
+
+    def commit(self, plan: CheckpointPlan, *, sync: bool, operation_id: str | None = None,
+               reason: str = "group_offset_sync", strict: bool = False) -> CheckpointResult:
+        """Record a plan in the ledger and, with ``sync``, write its offsets on the target."""
+        result, flow = plan.result, plan.flow
+        observed = (result.source_commits if result.source_live else []) + plan.target_commits
+        self.record_observations(observed, plan.states, plan.now)
         if result.checkpoints:
             self.ledger.append(CHECKPOINTS, self.spark.createDataFrame(result.checkpoints,
                                                                        CHECKPOINTS_SCHEMA))
-        result.versions = {
-            OFFSET_SYNCS: next(iter(stores.values())).version if stores
-            else self.ledger.version(OFFSET_SYNCS),
-            CHECKPOINTS: self.ledger.version(CHECKPOINTS),
-            GROUP_OFFSETS: self.ledger.version(GROUP_OFFSETS),
-        }
+        result.versions.update({CHECKPOINTS: self.ledger.version(CHECKPOINTS),
+                                GROUP_OFFSETS: self.ledger.version(GROUP_OFFSETS)})
+        result.writes, result.skipped = [], []
         if sync:
-            self._sync(flow, result, target_commits, operation_id, reason, strict, now)
+            self._sync(flow, result, plan.target_commits, operation_id, reason, strict, plan.now)
         result.versions[RESUME_POINTS] = self.ledger.version(RESUME_POINTS)
         return result
+
+    def run(self, flow_name: str, *, groups: list[str] | None = None, sync: bool | None = None,
+            operation_id: str | None = None, reason: str = "group_offset_sync",
+            strict: bool = False, allow_unreachable_source: bool = False,
+            dry_run: bool = False) -> CheckpointResult:
+        """One pass: :meth:`plan`, then (unless ``dry_run``) :meth:`commit`.
+
+        Args:
+            flow_name: ``S->T``: groups committed on S get checkpoints toward T.
+            groups: only these groups (default: every allowlisted group on S).
+            sync: write translated offsets into the groups on T (default: config).
+            operation_id: the failover/failback this pass belongs to.
+            reason: recorded with each resume point.
+            strict: an active group on T is an error instead of being skipped.
+            allow_unreachable_source: with ``groups``, use recorded commits if S is down.
+            dry_run: compute and decide, but write nothing to the ledger or Kafka.
+        """
+        if dry_run:
+            self.ledger.require()
+        else:
+            self.ledger.init()
+        plan = self.plan(flow_name, groups=groups,
+                         allow_unreachable_source=allow_unreachable_source)
+        if dry_run:
+            return plan.result
+        sync = self.config.sync_group_offsets_enabled if sync is None else sync
+        return self.commit(plan, sync=sync, operation_id=operation_id, reason=reason,
+                           strict=strict)
 
     def _sync(self, flow: FlowConfig, result: CheckpointResult, target_commits: list[Commit],
               operation_id: str | None, reason: str, strict: bool, now: dt.datetime) -> None:

@@ -28,6 +28,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from pyspark.sql import functions as F
+
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
 from ledger.schemas import (
@@ -163,17 +165,26 @@ class Mover:
             time.sleep(0.5)  # polling the ledger for a condition, with a deadline
 
     def _behind(self, ends: dict[tuple[str, str, int], int]) -> list:
+        """``[(key, replicated_up_to, end)]`` for every partition replication has not reached.
+
+        ``replication_progress`` (one small row per partition) answers first; the runs in
+        ``offset_syncs`` are read only for partitions it does not show as caught up.
+        """
+        flows = sorted({f for f, _, _ in ends})
         progress = {}
         if self.ledger.exists(REPLICATION_PROGRESS):
-            for r in self.ledger.read(REPLICATION_PROGRESS).collect():
-                if r["next_upstream_offset"] is not None:
-                    progress[(r["flow"], r["topic"], r["partition"])] = r["next_upstream_offset"]
+            rows = self.ledger.read(REPLICATION_PROGRESS).where(
+                F.col("flow").isin(flows)).select(
+                "flow", "topic", "partition", "next_upstream_offset").collect()
+            progress = {(r["flow"], r["topic"], r["partition"]): r["next_upstream_offset"]
+                        for r in rows if r["next_upstream_offset"] is not None}
+        pending = {k: e for k, e in ends.items() if progress.get(k, -1) < e}
         behind = []
         stores: dict[str, OffsetSyncStore] = {}
-        for key, end in ends.items():
+        for key, end in pending.items():
             sync_flow, topic, partition = key
             if sync_flow not in stores:
-                topics = {t for f, t, _ in ends if f == sync_flow}
+                topics = {t for f, t, _ in pending if f == sync_flow}
                 stores[sync_flow] = OffsetSyncStore.load(self.ledger, sync_flow, topics=topics)
             got = max(stores[sync_flow].upstream_end(topic, partition) or 0,
                       progress.get(key, 0))
@@ -224,8 +235,8 @@ class Mover:
             if catch_up and not dry_run:
                 self.catch_up(source, target)
             self.wait_for_replication(group, source, target, timeout)
-        probe = self.checkpointer.run(flow.name, groups=[group], sync=True,
-                                      allow_unreachable_source=True, dry_run=True)
+        plan = self.checkpointer.plan(flow.name, groups=[group], allow_unreachable_source=True)
+        probe = plan.result
         if not probe.source_commits:
             raise OffsetLedgerError(f"group {group} has no committed offsets on {source}"
                                     + ("" if source_live else " recorded in the ledger"))
@@ -240,9 +251,8 @@ class Mover:
             starts = self.start_offsets(group, target, subscribe, written)
             return OperationResult(operation_id, kind, group, source, target, subscribe, probe,
                                    starts, time.monotonic() - started_mono, True)
-        result = self.checkpointer.run(flow.name, groups=[group], sync=True,
-                                       operation_id=operation_id, reason=kind, strict=True,
-                                       allow_unreachable_source=True)
+        result = self.checkpointer.commit(plan, sync=True, operation_id=operation_id,
+                                          reason=kind, strict=True)
         written = {(w.topic, w.partition) for w in result.writes} | {
             (s[0]["target_topic"], s[0]["partition"]) for s in result.skipped}
         starts = self.start_offsets(group, target, subscribe, written)

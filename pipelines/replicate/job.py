@@ -125,6 +125,9 @@ def source_options(cluster: ClusterConfig, subscribe: list[str]) -> dict[str, st
         "failOnDataLoss": "false",
         # Aborted records are not copied; commit markers leave upstream gaps (split runs).
         "kafka.isolation.level": "read_committed",
+        # Larger fetches than the Java client's defaults (the plain-loop baseline's settings).
+        "kafka.fetch.max.bytes": "52428800",
+        "kafka.max.partition.fetch.bytes": "10485760",
     }
     if "security.protocol" in props:
         opts["kafka.security.protocol"] = props["security.protocol"].upper()
@@ -172,8 +175,8 @@ class _BatchWriter:
         if not self.query_started.wait(timeout=60):
             raise ReplicationError("the replication query did not report its id")
         writer = sink.partition_writer(self.producer_config, self.replica_topics)
-        summaries: list[PartitionSummary] = (
-            kafka_records(batch_df).rdd.mapPartitions(writer).collect())
+        summaries: list[PartitionSummary] = sink.summaries_from_rows(
+            kafka_records(batch_df).mapInArrow(writer, sink.SUMMARY_SCHEMA).collect())
         if not summaries:
             return
         spark = batch_df.sparkSession

@@ -82,7 +82,7 @@ def test_corrupt_table_is_a_clear_error(spark, tmp_path):
     for f in (location / OFFSET_SYNCS / "_delta_log").glob("*.json"):
         f.write_text("{not json")
     with pytest.raises(LedgerError, match=r"ledger table offset_syncs .* is corrupt"):
-        ledger.require(OFFSET_SYNCS)
+        ledger.require(OFFSET_SYNCS, verify=True)
 
 
 def test_wrong_schema_is_refused_by_init(spark, tmp_path):

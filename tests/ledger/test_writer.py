@@ -74,6 +74,33 @@ def test_runs_are_exact_covering_and_maximal(pairs):
                     and downstream_contiguous(a.downstream_end, b.downstream_offset))
 
 
+@given(pairs_strategy, st.integers(0, 60))
+def test_extend_equals_add_pair_by_pair(pairs, split):
+    one_by_one = RunBuilder()
+    for u, d in pairs:
+        one_by_one.add(u, d)
+    bulk = RunBuilder()  # in two calls: the open run continues across them
+    bulk.extend([u for u, _ in pairs[:split]], [d for _, d in pairs[:split]])
+    bulk.extend([u for u, _ in pairs[split:]], [d for _, d in pairs[split:]])
+    assert bulk.runs() == one_by_one.runs()
+    assert bulk.records == one_by_one.records == len(pairs)
+    downstream = [d for _, d in pairs]
+    assert bulk.out_of_order == any(b <= a for a, b in itertools.pairwise(downstream))
+
+
+def test_extend_flags_downstream_offsets_that_do_not_increase():
+    builder = RunBuilder()
+    builder.extend([0, 1, 2], [10, 11, 12], newest_timestamp_ms=7)
+    assert not builder.out_of_order and builder.newest_timestamp_ms == 7
+    builder.extend([3, 4], [12, 13])  # a report paired with the wrong record
+    assert builder.out_of_order
+    swapped = RunBuilder()
+    swapped.extend([0, 1], [11, 10])
+    assert swapped.out_of_order
+    with pytest.raises(ValueError):
+        RunBuilder().extend([0, 1], [10])
+
+
 def test_written_at_strictly_increases_even_if_the_clock_goes_back():
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     assert next_written_at(t0, None) == t0
