@@ -72,15 +72,18 @@ class OffsetSyncStore:
         store.runs = {k: translation.current_epoch(v) for k, v in store.runs.items()}
         return store
 
-    def partitions(self, topic: str) -> list[int]:
-        return sorted(p for t, p in self.runs if t == topic)
-
-    def forward(self, topic: str, partition: int, offset: int) -> Translation:
-        """A group at ``offset`` on the original ``topic`` -> its position on the replica."""
+    def _epoch(self, topic: str, partition: int) -> list[translation.Run] | Untranslatable:
         runs = self.runs.get((topic, partition))
         if not runs:
             return Untranslatable(f"no offset-syncs for {topic}[{partition}] in flow "
                                   f"{self.flow} at offset_syncs version {self.version}")
+        return runs
+
+    def forward(self, topic: str, partition: int, offset: int) -> Translation:
+        """A group at ``offset`` on the original ``topic`` -> its position on the replica."""
+        runs = self._epoch(topic, partition)
+        if isinstance(runs, Untranslatable):
+            return runs
         result = translation.forward(runs, offset)
         if result is None:
             return Untranslatable(
@@ -90,10 +93,9 @@ class OffsetSyncStore:
 
     def reverse(self, topic: str, partition: int, offset: int) -> Translation:
         """A group at ``offset`` on the replica of ``topic`` -> its position on the original."""
-        runs = self.runs.get((topic, partition))
-        if not runs:
-            return Untranslatable(f"no offset-syncs for {topic}[{partition}] in flow "
-                                  f"{self.flow} at offset_syncs version {self.version}")
+        runs = self._epoch(topic, partition)
+        if isinstance(runs, Untranslatable):
+            return runs
         result = translation.reverse(runs, offset)
         if result is None:
             return Untranslatable(

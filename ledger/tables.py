@@ -169,9 +169,6 @@ class Ledger:
         log = Path(self.table_path(name)) / "_delta_log"
         return log if log.is_dir() else None
 
-    def versions(self, *names: str) -> dict[str, int]:
-        return {n: self.version(n) for n in names}
-
     # --- writes --------------------------------------------------------------------------
 
     def append(self, name: str, df: DataFrame, txn_app_id: str | None = None,

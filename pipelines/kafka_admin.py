@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ledger.config import ClusterConfig
 from ledger.errors import OffsetLedgerError
@@ -98,24 +98,6 @@ def create_topic(cluster: ClusterConfig, topic: str, partitions: int,
             return False
         raise KafkaAdminError(f"cluster {cluster.alias}: creating topic {topic} failed: "
                               f"{exc.args[0].str() if exc.args else exc}") from None
-
-
-def add_partitions(cluster: ClusterConfig, topic: str, total: int) -> None:
-    client = admin(cluster)
-    futures = client.create_partitions([NewPartitions(topic, total)])
-    _wait(cluster, f"adding partitions to {topic}", futures[topic])
-
-
-def topic_configs(cluster: ClusterConfig, topic: str,
-                  keys: Iterable[str] = REPLICATED_TOPIC_CONFIGS) -> dict[str, str]:
-    """The topic's explicitly set (non-default) configs among ``keys``."""
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    client = admin(cluster)
-    futures = client.describe_configs([resource])
-    entries = _wait(cluster, f"describing {topic}", futures[resource])
-    wanted = set(keys)
-    return {name: e.value for name, e in entries.items()
-            if name in wanted and e.value is not None and not e.is_default}
 
 
 def alter_topic_configs(cluster: ClusterConfig, topic: str, configs: Mapping[str, str]) -> None:

@@ -26,7 +26,6 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
 from ledger.config import Config, FlowConfig
-from ledger.errors import OffsetLedgerError
 from ledger.schemas import (
     CHECKPOINTS,
     CHECKPOINTS_SCHEMA,
@@ -282,6 +281,3 @@ def resume_point_row(write: OffsetWrite, *, operation_id: str | None, reason: st
         "written_at": now,
     }
 
-
-class NothingToCheckpoint(OffsetLedgerError):
-    """The named group has no committed offsets on mapped topics."""
