@@ -119,6 +119,18 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
+def _new_cluster_id() -> str:
+    """A KRaft cluster id; like Kafka's ``Uuid.randomUuid``, never starting with ``-``.
+
+    One id in 64 would otherwise start with ``-`` and be taken for an option by
+    ``kafka-storage format``.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -263,7 +275,7 @@ class EmbeddedClusters:
         (folder / "log4j2.properties").write_text(LOG4J2)
         java, classpath = _java(), _kafka_classpath()
         if not (log_dir / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = _new_cluster_id()
             result = subprocess.run(
                 [java, "-cp", classpath,
                  f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",

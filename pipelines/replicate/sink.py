@@ -29,6 +29,8 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
+import json
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -36,7 +38,8 @@ from typing import Any
 from ledger.writer import PartitionSummary, RunBuilder
 
 # Columns of pipelines.replicate.transforms.kafka_records, in order.
-RECORD_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp_ms")
+RECORD_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers_json",
+                  "timestamp_ms")
 # What the sink returns to the driver: one pickled PartitionSummary per row.
 SUMMARY_SCHEMA = "summary binary"
 
@@ -55,6 +58,14 @@ POLL_EVERY = 1000
 
 class DeliveryError(RuntimeError):
     """Records of a partition could not be delivered to the replica."""
+
+
+def decode_headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
+    """``headers_json`` of ``transforms.kafka_records`` -> confluent-kafka's header list."""
+    if text is None:
+        return None
+    return [(h["key"], None if h.get("value") is None else base64.b64decode(h["value"]))
+            for h in json.loads(text)]
 
 
 def producer_config(target_properties: Mapping[str, str]) -> dict[str, Any]:
@@ -151,12 +162,10 @@ class _PartitionCopier:
         keys = part.column(3).to_pylist()
         values = part.column(4).to_pylist()
         header_col = part.column(5)
-        if header_col.null_count == len(header_col) or \
-                pc.max(pc.list_value_length(header_col)).as_py() in (None, 0):
+        if header_col.null_count == len(header_col):
             headers: Iterable[Any] = [None] * len(offsets)
         else:
-            headers = [[(h["key"], h["value"]) for h in hs] if hs else None
-                       for hs in header_col.to_pylist()]
+            headers = [decode_headers(text) for text in header_col.to_pylist()]
         ts_col = part.column(6)
         newest = pc.max(ts_col).as_py()
         if newest is not None and (target.newest_timestamp_ms is None

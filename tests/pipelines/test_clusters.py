@@ -81,3 +81,17 @@ def test_non_loopback_cluster_cannot_be_embedded(tmp_path):
 def test_unknown_alias_is_refused(kafka_clusters):
     with pytest.raises(ValueError, match="unknown cluster alias 'Q'"):
         EmbeddedClusters(kafka_clusters.config, ["Q"])
+
+
+@pytest.mark.unit
+def test_cluster_ids_never_look_like_options(monkeypatch):
+    import uuid
+
+    from pipelines import clusters
+
+    # 0xf8 encodes to "-" first in urlsafe base64; the next draw is an ordinary id.
+    draws = iter([uuid.UUID(bytes=b"\xf8" + b"\x00" * 15), uuid.UUID(int=1)])
+    monkeypatch.setattr(clusters.uuid, "uuid4", lambda: next(draws))
+    cluster_id = clusters._new_cluster_id()
+    assert not cluster_id.startswith("-")
+    assert cluster_id == "AAAAAAAAAAAAAAAAAAAAAQ"
