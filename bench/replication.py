@@ -11,10 +11,13 @@ free loopback ports unless ``--config`` names running ones), copying the same so
 * **offset-ledger**: ``replicate_once`` (availableNow), which also collects every record's
   downstream offset from its delivery report and writes the runs to the Delta ledger.
 
-Reported: records/s for each and the share of the offset-ledger wall time spent on the
-critical path writing the ledger (``offset_syncs`` append and ``replication_progress`` MERGE).
-The Spark session start and the creation of empty ledger tables are setup, not timed; the
-query start, topic checks, replica creation, copying and ledger writes are timed.
+Reported per round (a new topic each, in one Spark session; round 1 is cold, later rounds
+warm): records/s for each, the share of the offset-ledger wall time spent on the critical path
+writing the ledger (the ``offset_syncs`` append, and waiting for the ``replication_progress``
+MERGE), and, as the ceiling, how fast Spark's Kafka connector alone hands the same topic to
+Python (``connector_read``). The Spark session start and the creation of empty ledger tables
+are setup, not timed; the query start, topic checks, replica creation, copying and ledger
+writes are timed.
 """
 
 from __future__ import annotations
@@ -101,8 +104,84 @@ def _embedded_config(workdir: Path) -> Config:
     return config_from_mapping(raw, path=str(workdir / "offset-ledger.yaml"))
 
 
-def run(args: argparse.Namespace) -> dict:
+def connector_read(spark, source: ClusterConfig, topic: str) -> float:
+    """Seconds for Spark's Kafka connector alone to hand ``topic`` to Python as Arrow batches.
+
+    The same source options and columns as the replication job, into a sink that only counts
+    rows: no producing, no ledger. It bounds what any Spark-connector-based copier can reach
+    on this machine.
+    """
+    import pyarrow as pa
+
+    from pipelines.replicate.job import source_options
+    from pipelines.replicate.transforms import kafka_records
+
+    def count(batches):
+        yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
+
+    reader = spark.read.format("kafka")
+    for key, value in source_options(source, [topic]).items():
+        reader = reader.option(key, value)
+    started = time.perf_counter()
+    rows = kafka_records(reader.load()).mapInArrow(count, "n long").collect()
+    seconds = time.perf_counter() - started
+    assert sum(r[0] for r in rows) > 0, "the connector read nothing"
+    return seconds
+
+
+def one_round(spark, base: Config, workdir: Path, args: argparse.Namespace, n: int) -> dict:
+    """Fill a new topic, copy it with the plain loop, then with ``replicate_once``."""
     from pipelines.replicate.job import replicate_once
+
+    p, b = base.cluster("P"), base.cluster("B")
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    kafka_admin.create_topic(p, topic, args.partitions)
+    plain_replica = f"plain.{topic}"
+    kafka_admin.create_topic(b, plain_replica, args.partitions)
+    print(f"round {n}: filling {topic}: {args.records:,} records of {args.size} bytes over "
+          f"{args.partitions} partitions ...", flush=True)
+    fill_s = fill(p, topic, args.records, args.partitions, args.size)
+
+    print(f"round {n}: plain confluent-kafka consume->produce loop ...", flush=True)
+    plain_s = plain_loop(p, b, topic, plain_replica, args.records, args.partitions)
+
+    config = config_from_mapping({
+        "clusters": {a: dict(base.cluster(a).properties) for a in ("P", "B")},
+        "flows": {"P->B": {"topics": [topic]}},
+        "ledger": {"location": str(workdir / f"ledger-{n}"),
+                   "streaming.checkpoint.location": str(workdir / f"streaming-{n}")},
+    }, path=str(workdir / "offset-ledger.yaml"))
+    ledger = Ledger(spark, config.ledger_location)
+    ledger.init()  # setup: a deployment creates its tables once
+    print(f"round {n}: offset-ledger replicate_once ...", flush=True)
+    result = replicate_once(spark, config, "P->B",
+                            max_records_per_batch=args.max_records_per_batch)
+
+    replica_end = sum(hi for _, hi in kafka_admin.watermarks(
+        b, f"P.{topic}", args.partitions).values())
+    recorded = ledger.read(OFFSET_SYNCS).agg({"length": "sum"}).first()[0]
+    assert result.records_copied == args.records == replica_end == recorded, (
+        result.records_copied, replica_end, recorded)
+    print(f"round {n}: Spark Kafka connector read alone ...", flush=True)
+    read_s = connector_read(spark, p, topic)
+    return {
+        "round": n, "fill_records_per_s": round(args.records / fill_s),
+        "plain_loop_seconds": round(plain_s, 2),
+        "plain_loop_records_per_s": round(args.records / plain_s),
+        "offset_ledger_seconds": round(result.wall_seconds, 2),
+        "offset_ledger_records_per_s": round(args.records / result.wall_seconds),
+        "ratio": round(plain_s / result.wall_seconds, 3),
+        "copy_seconds": round(result.copy_seconds, 2),
+        "batches": result.batches, "runs_written": result.runs_written,
+        "ledger_write_seconds": round(result.ledger_seconds, 2),
+        "ledger_share": round(result.ledger_seconds / result.wall_seconds, 4),
+        "connector_read_seconds": round(read_s, 2),
+        "connector_read_records_per_s": round(args.records / read_s),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
     from pipelines.spark import get_spark
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-replication-"))
@@ -116,50 +195,11 @@ def run(args: argparse.Namespace) -> dict:
         clusters = EmbeddedClusters(base)
         clusters.up()
     try:
-        p, b = base.cluster("P"), base.cluster("B")
-        topic = f"bench-{uuid.uuid4().hex[:8]}"
-        kafka_admin.create_topic(p, topic, args.partitions)
-        plain_replica = f"plain.{topic}"
-        kafka_admin.create_topic(b, plain_replica, args.partitions)
-        print(f"filling {topic}: {args.records:,} records of {args.size} bytes over "
-              f"{args.partitions} partitions ...", flush=True)
-        fill_s = fill(p, topic, args.records, args.partitions, args.size)
-
-        print("plain confluent-kafka consume->produce loop ...", flush=True)
-        plain_s = plain_loop(p, b, topic, plain_replica, args.records, args.partitions)
-
-        config = config_from_mapping({
-            "clusters": {a: dict(base.cluster(a).properties) for a in ("P", "B")},
-            "flows": {"P->B": {"topics": [topic]}},
-            "ledger": {"location": str(workdir / "ledger"),
-                       "streaming.checkpoint.location": str(workdir / "streaming")},
-        }, path=str(workdir / "offset-ledger.yaml"))
         spark = get_spark("offset-ledger-bench")
-        ledger = Ledger(spark, config.ledger_location)
-        ledger.init()  # setup: a deployment creates its tables once
-        print("offset-ledger replicate_once ...", flush=True)
-        result = replicate_once(spark, config, "P->B",
-                                max_records_per_batch=args.max_records_per_batch)
-
-        replica_end = sum(hi for _, hi in kafka_admin.watermarks(
-            b, f"P.{topic}", args.partitions).values())
-        recorded = ledger.read(OFFSET_SYNCS).agg({"length": "sum"}).first()[0]
-        assert result.records_copied == args.records == replica_end == recorded, (
-            result.records_copied, replica_end, recorded)
-        report = {
-            "records": args.records, "size_bytes": args.size, "partitions": args.partitions,
-            "cores": os.cpu_count(), "fill_records_per_s": round(args.records / fill_s),
-            "plain_loop_seconds": round(plain_s, 2),
-            "plain_loop_records_per_s": round(args.records / plain_s),
-            "offset_ledger_seconds": round(result.wall_seconds, 2),
-            "offset_ledger_records_per_s": round(args.records / result.wall_seconds),
-            "batches": result.batches, "runs_written": result.runs_written,
-            "ledger_write_seconds": round(result.ledger_seconds, 2),
-            "ledger_share": round(result.ledger_seconds / result.wall_seconds, 4),
-            "load_average_1m": round(os.getloadavg()[0], 2),
-        }
+        rounds = [one_round(spark, base, workdir, args, n) for n in range(1, args.rounds + 1)]
         spark.stop()
-        return report
+        return {"records": args.records, "size_bytes": args.size,
+                "partitions": args.partitions, "cores": os.cpu_count(), "rounds": rounds}
     finally:
         if clusters is not None:
             clusters.down()
@@ -173,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--max-records-per-batch", type=int, default=None,
                         help="split the Spark run into micro-batches of at most this many")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds on new topics in one Spark session: the first is cold "
+                             "(Python workers, JIT), the later ones warm (default 2)")
     parser.add_argument("--config", help="use the running clusters P and B of this config "
                                          "instead of starting embedded ones")
     args = parser.parse_args(argv)
@@ -180,12 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"replication-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.write_text(json.dumps(report, indent=2))
-    width = max(len(k) for k in report)
-    for key, value in report.items():
-        print(f"{key:<{width}}  {value}")
-    ratio = report["offset_ledger_records_per_s"] / report["plain_loop_records_per_s"]
-    print(f"offset-ledger / plain loop throughput: {ratio:.2f}x; ledger share "
-          f"{report['ledger_share']:.1%}  (written to {out})")
+    for r in report["rounds"]:
+        print(f"round {r['round']} ({'cold' if r['round'] == 1 else 'warm'} session, "
+              f"load {r['load_average_1m']}): plain loop {r['plain_loop_records_per_s']:,} "
+              f"rec/s ({r['plain_loop_seconds']} s); offset-ledger "
+              f"{r['offset_ledger_records_per_s']:,} rec/s ({r['offset_ledger_seconds']} s: copy "
+              f"{r['copy_seconds']} s, ledger {r['ledger_write_seconds']} s); ratio "
+              f"{r['ratio']:.2f}x; ledger share {r['ledger_share']:.1%}; connector read alone "
+              f"{r['connector_read_records_per_s']:,} rec/s ({r['connector_read_seconds']} s)")
+    print(f"written to {out}")
     return 0
 
 
