@@ -242,10 +242,15 @@ class _BatchWriter:
             self._progress_write = None
             self.result.ledger_seconds += time.perf_counter() - started
 
-    def close(self) -> None:
-        """Finish the last progress MERGE; raises if it failed."""
+    def close(self, failed: bool = False) -> None:
+        """Finish the last progress MERGE; raises if it failed, unless the run already did."""
         try:
             self._wait_for_progress()
+        except Exception:
+            if not failed:
+                raise
+            # The query's own failure is the one to report; this one only goes to the log.
+            log.exception("flow %s: replication_progress MERGE failed", self.flow.name)
         finally:
             self._background.shutdown(wait=True, cancel_futures=True)
 
@@ -342,8 +347,10 @@ def replicate_once(spark: Any, config: Config, flow_name: str, *,
             query = _start(spark, config, flow, plans, writer, {"availableNow": True},
                            max_records_per_batch)
             _await(query)
-        finally:
-            writer.close()
+        except BaseException:
+            writer.close(failed=True)
+            raise
+        writer.close()
     result.wall_seconds = time.perf_counter() - started
     return result
 
@@ -366,6 +373,7 @@ def replicate_continuously(spark: Any, config: Config, flow_name: str, *,
             continue
         result = ReplicationResult(flow.name, _new_run_id(), plans)
         writer = _BatchWriter(config, flow, plans, ledger, result)
+        stopped_from_outside = False
         try:
             query = _start(spark, config, flow, plans, writer,
                            {"processingTime": f"{interval_s} seconds"}, max_records_per_batch)
@@ -377,12 +385,16 @@ def replicate_continuously(spark: Any, config: Config, flow_name: str, *,
                         log.info("flow %s: topic selection changed; restarting", flow.name)
                         break
                 else:
-                    return  # stopped from outside
+                    stopped_from_outside = True
             finally:
                 if query.isActive:
                     query.stop()
-        finally:
-            writer.close()
+        except BaseException:
+            writer.close(failed=True)
+            raise
+        writer.close()
+        if stopped_from_outside:
+            return
 
 
 def _new_run_id() -> str:

@@ -136,3 +136,27 @@ def test_transactional_source_splits_runs_that_stay_exact(spark, make_config, un
 
     # Commit markers (one per transaction) and aborted records leave upstream gaps.
     assert result.records_copied == 18
+
+
+def test_several_batches_record_every_run_and_final_progress(spark, make_config, unique):
+    # Batch k's progress MERGE runs in the background while batch k+1 copies: after the run,
+    # progress must show the last batch, and offset_syncs every batch's runs.
+    many = unique("many")
+    config = make_config(flows={"P->B": {"topics": [many]}})
+    p, b = config.cluster("P"), config.cluster("B")
+    create(p, many, 2)
+    produce(p, many, sample(2, 60, "m"))
+
+    result = replicate_once(spark, config, "P->B", max_records_per_batch=40)
+
+    assert result.batches >= 3 and result.records_copied == 120
+    source, replica = read_all(p, many, 2), read_all(b, f"P.{many}", 2)
+    runs = ledger_runs(spark, config, "P->B", many)
+    assert_runs_exact(runs, source, replica)
+    assert_runs_cover(runs, source)
+    ledger = Ledger(spark, config.ledger_location)
+    batch_ids = {r["batch_id"] for r in ledger.read(OFFSET_SYNCS).collect()}
+    progress = {r["partition"]: r for r in ledger.read(REPLICATION_PROGRESS).collect()}
+    assert progress[0]["batch_id"] == progress[1]["batch_id"] == max(batch_ids)
+    assert [(progress[i]["next_upstream_offset"], progress[i]["lag"]) for i in (0, 1)] == \
+        [(60, 0), (60, 0)]
