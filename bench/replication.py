@@ -113,7 +113,7 @@ def connector_read(spark, source: ClusterConfig, topic: str) -> float:
     """
     import pyarrow as pa
 
-    from pipelines.replicate.job import source_options
+    from pipelines.replicate.source import source_options
     from pipelines.replicate.transforms import kafka_records
 
     def count(batches):

@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.config import ClusterConfig, Config, FlowConfig
+from ledger.config import Config, FlowConfig
 from ledger.errors import OffsetLedgerError
 from ledger.schemas import (
     OFFSET_SYNCS,
@@ -57,6 +57,7 @@ from ledger.writer import (
 from pipelines import kafka_admin
 from pipelines.cli import job_main
 from pipelines.replicate import sink, topics
+from pipelines.replicate.source import source_options
 from pipelines.replicate.transforms import kafka_records
 
 log = logging.getLogger(__name__)
@@ -96,58 +97,6 @@ class ReplicationResult:
     ledger_seconds: float = 0.0
     wall_seconds: float = 0.0
     topic_sync: topics.TopicSyncReport | None = None
-
-
-# --- Kafka source ------------------------------------------------------------------------------
-
-_JAAS_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-
-
-def _jaas_quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def source_options(cluster: ClusterConfig, subscribe: list[str]) -> dict[str, str]:
-    """Spark Kafka connector options for a cluster (secrets included: never log the result).
-
-    librdkafka names are mapped to the Java client's: ``sasl.username``/``sasl.password``
-    become a ``sasl.jaas.config`` for PLAIN or SCRAM; ``ssl.ca.location`` a PEM truststore.
-    """
-    props = cluster.client_config()
-    opts = {
-        "kafka.bootstrap.servers": props["bootstrap.servers"],
-        "subscribe": ",".join(subscribe),
-        "startingOffsets": "earliest",
-        "includeHeaders": "true",
-        "failOnDataLoss": "false",
-        # Aborted records are not copied; commit markers leave upstream gaps (split runs).
-        "kafka.isolation.level": "read_committed",
-        # Larger fetches than the Java client's defaults (the plain-loop baseline's settings).
-        "kafka.fetch.max.bytes": "52428800",
-        "kafka.max.partition.fetch.bytes": "10485760",
-        # The Java client's default of 500 records per poll costs ~10% at small record sizes.
-        "kafka.max.poll.records": "10000",
-    }
-    if "security.protocol" in props:
-        opts["kafka.security.protocol"] = props["security.protocol"].upper()
-    mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms")
-    if mechanism:
-        opts["kafka.sasl.mechanism"] = mechanism.upper()
-    if "sasl.username" in props and mechanism and mechanism.upper() in _JAAS_MODULES:
-        opts["kafka.sasl.jaas.config"] = (
-            f"{_JAAS_MODULES[mechanism.upper()]} required "
-            f"username={_jaas_quote(props['sasl.username'])} "
-            f"password={_jaas_quote(props.get('sasl.password', ''))};")
-    if "ssl.ca.location" in props:
-        opts["kafka.ssl.truststore.type"] = "PEM"
-        opts["kafka.ssl.truststore.location"] = props["ssl.ca.location"]
-    if props.get("ssl.endpoint.identification.algorithm", "").lower() == "none":
-        opts["kafka.ssl.endpoint.identification.algorithm"] = ""
-    return opts
 
 
 # --- the micro-batch -------------------------------------------------------------------------
