@@ -198,8 +198,14 @@ def run(args: argparse.Namespace) -> dict:
         spark = get_spark("offset-ledger-bench")
         rounds = [one_round(spark, base, workdir, args, n) for n in range(1, args.rounds + 1)]
         spark.stop()
+        last = rounds[-1]  # warm when there are 2 or more rounds
         return {"records": args.records, "size_bytes": args.size,
-                "partitions": args.partitions, "cores": os.cpu_count(), "rounds": rounds}
+                "partitions": args.partitions, "cores": os.cpu_count(),
+                "summary_round": last["round"],
+                **{k: last[k] for k in ("plain_loop_records_per_s",
+                                        "offset_ledger_records_per_s", "ratio",
+                                        "ledger_share", "connector_read_records_per_s")},
+                "rounds": rounds}
     finally:
         if clusters is not None:
             clusters.down()
