@@ -119,9 +119,7 @@ def connector_read(spark, source: ClusterConfig, topic: str) -> float:
     def count(batches):
         yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
 
-    reader = spark.read.format("kafka")
-    for key, value in source_options(source, [topic]).items():
-        reader = reader.option(key, value)
+    reader = spark.read.format("kafka").options(**source_options(source, [topic]))
     started = time.perf_counter()
     rows = kafka_records(reader.load()).mapInArrow(count, "n long").collect()
     seconds = time.perf_counter() - started

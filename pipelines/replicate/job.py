@@ -107,13 +107,14 @@ class _BatchWriter:
 
     Per batch, on its critical path: copy (executors), then the ``offset_syncs`` append. The
     ``replication_progress`` MERGE is handed to one background thread once the append has
-    committed, so it overlaps the next batch's copy; the next MERGE (and :meth:`close`) waits
-    for it first, so progress is written in batch order and a failed MERGE fails the run.
+    committed, so it overlaps the next batch's copy; the next MERGE, and leaving the ``with``
+    block, wait for it first, so progress is written in batch order and a failed MERGE fails
+    the run.
 
         batch k    [copy k][append k]                     <- Spark commits batch k
         progress             └──────>[MERGE k]
         batch k+1                    [copy k+1][append k+1]
-        progress                               └──────>[MERGE k+1]      close(): wait
+        progress                               └──────>[MERGE k+1]      with-exit: wait
     """
 
     def __init__(self, config: Config, flow: FlowConfig, plans: list[topics.TopicPlan],
@@ -191,12 +192,15 @@ class _BatchWriter:
             self._progress_write = None
             self.result.ledger_seconds += time.perf_counter() - started
 
-    def close(self, failed: bool = False) -> None:
+    def __enter__(self) -> _BatchWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         """Finish the last progress MERGE; raises if it failed, unless the run already did."""
         try:
             self._wait_for_progress()
         except Exception:
-            if not failed:
+            if exc_type is None:
                 raise
             # The query's own failure is the one to report; this one only goes to the log.
             log.exception("flow %s: replication_progress MERGE failed", self.flow.name)
@@ -249,10 +253,8 @@ def _use_driver_python_locally(spark: Any) -> None:
 def _start(spark: Any, config: Config, flow: FlowConfig, plans: list[topics.TopicPlan],
            writer: _BatchWriter, trigger: dict[str, Any],
            max_records_per_batch: int | None) -> Any:
-    reader = spark.readStream.format("kafka")
-    for key, value in source_options(config.cluster(flow.source),
-                                     [p.topic for p in plans]).items():
-        reader = reader.option(key, value)
+    reader = spark.readStream.format("kafka").options(
+        **source_options(config.cluster(flow.source), [p.topic for p in plans]))
     if max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(max_records_per_batch))
     query = (reader.load().writeStream
@@ -291,15 +293,9 @@ def replicate_once(spark: Any, config: Config, flow_name: str, *,
     flow, plans, report, ledger = prepare(spark, config, flow_name)
     result = ReplicationResult(flow.name, _new_run_id(), plans, topic_sync=report)
     if plans:
-        writer = _BatchWriter(config, flow, plans, ledger, result)
-        try:
-            query = _start(spark, config, flow, plans, writer, {"availableNow": True},
-                           max_records_per_batch)
-            _await(query)
-        except BaseException:
-            writer.close(failed=True)
-            raise
-        writer.close()
+        with _BatchWriter(config, flow, plans, ledger, result) as writer:
+            _await(_start(spark, config, flow, plans, writer, {"availableNow": True},
+                          max_records_per_batch))
     result.wall_seconds = time.perf_counter() - started
     return result
 
@@ -321,9 +317,7 @@ def replicate_continuously(spark: Any, config: Config, flow_name: str, *,
             time.sleep(refresh_s)
             continue
         result = ReplicationResult(flow.name, _new_run_id(), plans)
-        writer = _BatchWriter(config, flow, plans, ledger, result)
-        stopped_from_outside = False
-        try:
+        with _BatchWriter(config, flow, plans, ledger, result) as writer:
             query = _start(spark, config, flow, plans, writer,
                            {"processingTime": f"{interval_s} seconds"}, max_records_per_batch)
             try:
@@ -334,16 +328,10 @@ def replicate_continuously(spark: Any, config: Config, flow_name: str, *,
                         log.info("flow %s: topic selection changed; restarting", flow.name)
                         break
                 else:
-                    stopped_from_outside = True
+                    return  # stopped from outside
             finally:
                 if query.isActive:
                     query.stop()
-        except BaseException:
-            writer.close(failed=True)
-            raise
-        writer.close()
-        if stopped_from_outside:
-            return
 
 
 def _new_run_id() -> str:
