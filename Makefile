@@ -1,26 +1,34 @@
 # offset-ledger: `make demo` runs the reference scenario, `make test` the whole suite.
 # Both set everything up first (Python venv, Maven jars); nothing is installed by hand.
 
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# The first interpreter that actually runs (pyenv shims exist for versions that are not active).
+PYTHON ?= $(shell for p in python3.11 python3.12 python3; do $$p -c 'import sys' >/dev/null 2>&1 && command -v $$p && break; done)
 VENV   := .venv
 BIN    := $(VENV)/bin
 MVN    := mvn -q -B -s jvm/settings.xml
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test lint bench clean clusters-up clusters-down
+.PHONY: setup demo test lint bench clean clusters-up clusters-down chromium
 
-setup: $(VENV)/.installed jars/.fetched
+setup: $(VENV)/.installed jars/.fetched chromium
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[local,dev]'
 	touch $@
 
-jars/.fetched: jvm/spark/pom.xml jvm/kafka/pom.xml jvm/settings.xml
+jars/.fetched: jvm/spark/pom.xml jvm/kafka/pom.xml jvm/mm2/pom.xml jvm/settings.xml
 	$(MVN) -f jvm/spark/pom.xml dependency:copy-dependencies
 	$(MVN) -f jvm/kafka/pom.xml dependency:copy-dependencies
+	$(MVN) -f jvm/mm2/pom.xml dependency:copy-dependencies
 	touch $@
+
+# Headless Chromium renders the audit report in the tests (Debian's package; root or sudo).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$S apt-get install -y -qq \
+	  --no-install-recommends chromium >/dev/null; }
 
 demo: setup
 	$(BIN)/offset-ledger demo

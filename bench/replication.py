@@ -1,23 +1,26 @@
-"""Replication throughput: offset-ledger's Spark job next to a plain confluent-kafka loop.
+"""Replication side by side: a plain confluent-kafka loop, offset-ledger, real MirrorMaker 2.
 
-``python -m bench.replication [--records N] [--partitions 6] [--size 100]``
+``python -m bench.replication [--records 1000000] [--partitions 6] [--size 100] [--rounds 2]``
 
-Both run in the same process run, on the same pair of embedded KRaft clusters (started here on
-free loopback ports unless ``--config`` names running ones), copying the same source topic:
+One run starts a pair of embedded KRaft clusters (or uses ``--config``'s running P and B) and,
+per round, fills one fresh source topic per system, then launches each system as its own
+process tree, in alternating order (round 1: plain, offset-ledger, MM2; round 2 reversed):
 
-* **plain loop**: one confluent-kafka consumer -> producer loop (``consume`` in batches,
-  ``produce`` to the same partition with key, value, headers and timestamp, one final flush),
-  the simplest correct copier; it records nothing about where records went.
-* **offset-ledger**: ``replicate_once`` (availableNow), which also collects every record's
-  downstream offset from its delivery report and writes the runs to the Delta ledger.
+* **plain loop**: ``python -m bench.replication --plain ...``: one consumer -> producer loop
+  (read_committed, key/value/headers/timestamp, one flush); it records nothing.
+* **offset-ledger**: ``offset-ledger replicate --flow 'P->B' --once`` (a new process: Spark
+  start, planning, executor copy, Delta ledger writes), then the same command again with nothing
+  to do (the "--once with nothing to do" time).
+* **MirrorMaker 2**: dedicated mode from ``jars/mm2`` (fetched with Maven from the peer's
+  pom.xml, see ``bench/README.md``), ``tasks.max=2``, producer tuned with
+  ``../shared/peers/mm2/mm2-tuned.properties``; stopped with SIGTERM once all records arrived.
 
-Reported per round (a new topic each, in one Spark session; round 1 is cold, later rounds
-warm): records/s for each, the share of the offset-ledger wall time spent on the critical path
-writing the ledger (the ``offset_syncs`` append, and waiting for the ``replication_progress``
-MERGE), and, as the ceiling, how fast Spark's Kafka connector alone hands the same topic to
-Python (``connector_read``). The Spark session start and the creation of empty ledger tables
-are setup, not timed; the query start, topic checks, replica creation, copying and ledger
-writes are timed.
+Measured per system: launch to all records on the target (launch-to-done rec/s), first record
+to all (steady rec/s), launch to first record, CPU seconds of the process tree (utime + stime
+of the reaped tree from ``getrusage(RUSAGE_CHILDREN)``, or of ``/proc`` samples every 0.1 s,
+whichever is larger), and for offset-ledger the
+ledger share (time on the critical path writing the ledger / the run's wall time, as printed by
+the job). Progress is watched through the replica's end offsets.
 """
 
 from __future__ import annotations
@@ -25,29 +28,35 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
 
+import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ledger.config import ClusterConfig, Config, config_from_mapping, load_config
-from ledger.schemas import OFFSET_SYNCS
-from ledger.tables import Ledger
 from pipelines import kafka_admin
 
+ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+MM2_DIR = Path(os.environ.get("OFFSET_LEDGER_MM2_PEER", ROOT.parent.parent / "shared/peers/mm2"))
+MM2_JARS = Path(os.environ.get("OFFSET_LEDGER_JARS_DIR", ROOT / "jars")) / "mm2"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def fill(cluster: ClusterConfig, topic: str, records: int, partitions: int, size: int) -> float:
-    """Produce ``records`` values of ``size`` bytes round-robin over the partitions; seconds."""
+def fill(cluster: ClusterConfig, topic: str, records: int, partitions: int, size: int) -> None:
     producer = Producer(cluster.client_config(**{
         "linger.ms": 50, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
         "enable.idempotence": True}))
     value = os.urandom(size)
-    started = time.perf_counter()
     for i in range(records):
         while True:
             try:
@@ -58,13 +67,11 @@ def fill(cluster: ClusterConfig, topic: str, records: int, partitions: int, size
         if i % 10_000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0, "could not fill the source topic"
-    return time.perf_counter() - started
 
 
 def plain_loop(source: ClusterConfig, target: ClusterConfig, topic: str, replica: str,
-               records: int, partitions: int) -> float:
-    """Copy ``topic`` to ``replica`` with one consumer and one producer; seconds taken."""
-    started = time.perf_counter()
+               records: int, partitions: int) -> None:
+    """The baseline copier (run in its own process by ``--plain``)."""
     consumer = Consumer(source.client_config(**{
         "group.id": f"bench-plain-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
         "isolation.level": "read_committed", "fetch.max.bytes": 52_428_800,
@@ -90,7 +97,186 @@ def plain_loop(source: ClusterConfig, target: ClusterConfig, topic: str, replica
         producer.poll(0)
     assert producer.flush(120) == 0, "plain loop: deliveries outstanding"
     consumer.close()
-    return time.perf_counter() - started
+
+
+# --- measuring a process tree ------------------------------------------------------------------
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(fields[1]), []).append(int(entry.name))
+    return kids
+
+
+def _cpu(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+class Watch:
+    """Samples a process tree's CPU and a replica's record count until told to stop."""
+
+    def __init__(self, pid: int, target: ClusterConfig, replica: str, partitions: int,
+                 records: int) -> None:
+        self.pid, self.target, self.replica = pid, target, replica
+        self.parts = [(replica, p) for p in range(partitions)]
+        self.records = records
+        self.started = time.perf_counter()
+        self.first: float | None = None
+        self.done: float | None = None
+        self.cpu: dict[int, float] = {}
+        # Reaped descendants' CPU (a process tree's exited JVMs and workers) from rusage.
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self._rusage0 = usage.ru_utime + usage.ru_stime
+        # One consumer for the whole watch: a new client per sample is too slow to sample at 10 Hz.
+        self._consumer = Consumer(target.client_config(**{
+            "group.id": f"bench-watch-{uuid.uuid4().hex[:8]}", "log_level": 0}))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _tree(self) -> list[int]:
+        kids, out, todo = _children(), [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo.extend(kids.get(pid, []))
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for pid in self._tree():
+                value = _cpu(pid)
+                if value is not None:
+                    self.cpu[pid] = value
+            if self.done is None:
+                try:
+                    n = sum(self._consumer.get_watermark_offsets(
+                        TopicPartition(t, p), timeout=5, cached=False)[1] for t, p in self.parts)
+                except Exception:
+                    n = 0
+                now = time.perf_counter()
+                if n > 0 and self.first is None:
+                    self.first = now
+                if n >= self.records:
+                    self.done = now
+            self._stop.wait(0.1)
+
+    def wait_done(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.done is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.replica}: not all records arrived")
+            time.sleep(0.1)
+
+    def stop(self) -> dict:
+        """Call after the process tree exited and was reaped."""
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+        assert self.first is not None and self.done is not None
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        reaped = usage.ru_utime + usage.ru_stime - self._rusage0
+        return {"launch_to_done_s": round(self.done - self.started, 2),
+                "launch_to_done_rps": round(self.records / (self.done - self.started)),
+                "steady_rps": round(self.records / max(1e-6, self.done - self.first)),
+                "launch_to_first_s": round(self.first - self.started, 2),
+                "cpu_s": round(max(reaped, sum(self.cpu.values())), 1)}
+
+
+# --- the three systems -------------------------------------------------------------------------
+
+
+def run_plain(cfg_path: str, base: Config, topic: str, args: argparse.Namespace) -> dict:
+    replica = f"plain.{topic}"
+    kafka_admin.create_topic(base.cluster("B"), replica, args.partitions)
+    proc = subprocess.Popen([sys.executable, "-m", "bench.replication", "--plain", "--config",
+                             cfg_path, "--topic", topic, "--records", str(args.records),
+                             "--partitions", str(args.partitions)], cwd=ROOT)
+    watch = Watch(proc.pid, base.cluster("B"), replica, args.partitions, args.records)
+    assert proc.wait(600) == 0
+    watch.wait_done(60)
+    return watch.stop()
+
+
+def run_offset_ledger(cfg_path: str, base: Config, topic: str, workdir: Path,
+                      args: argparse.Namespace) -> dict:
+    raw = yaml.safe_load(Path(cfg_path).read_text())
+    raw["flows"] = {"P->B": {"topics": [topic]}}
+    raw["ledger"] = {"location": str(workdir / f"ledger-{topic}")}
+    cfg = workdir / f"ol-{topic}.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    command = [str(Path(sys.executable).with_name("offset-ledger")), "replicate", "--flow",
+               "P->B", "--once", "--config", str(cfg)]
+    env = {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
+    proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, text=True)
+    watch = Watch(proc.pid, base.cluster("B"), f"P.{topic}", args.partitions, args.records)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out
+    watch.wait_done(60)
+    result = watch.stop()
+    match = re.search(r"recorded in ([\d.]+)s \(copy ([\d.]+)s, ledger ([\d.]+)s\)", out)
+    if match:
+        wall, _, ledger = (float(x) for x in match.groups())
+        result["ledger_s"] = ledger
+        result["ledger_share"] = round(ledger / wall, 3) if wall else None
+    started = time.perf_counter()
+    again = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    result["once_nothing_to_do_s"] = round(time.perf_counter() - started, 2)
+    return result
+
+
+def run_mm2(base: Config, topic: str, workdir: Path, args: argparse.Namespace) -> dict:
+    if not MM2_JARS.is_dir():
+        raise SystemExit(f"MirrorMaker 2 jars missing in {MM2_JARS}: mvn -q -B -s "
+                         f"jvm/settings.xml -f {MM2_DIR}/pom.xml dependency:copy-dependencies "
+                         f"-DoutputDirectory={MM2_JARS}")
+    env = {**os.environ, "MM2_P": base.cluster("P").bootstrap_servers,
+           "MM2_B": base.cluster("B").bootstrap_servers, "MM2_TOPICS": topic,
+           "MM2_TASKS_MAX": "2", "MM2_RUN_ID": uuid.uuid4().hex[:8],
+           "MM2_EXTRA_PROPS": str(MM2_DIR / "mm2-tuned.properties")}
+    proc = subprocess.Popen(["bash", str(MM2_DIR / "mm2.sh"), str(MM2_JARS),
+                             str(workdir / f"mm2-{topic}")], env=env)
+    watch = Watch(proc.pid, base.cluster("B"), f"P.{topic}", args.partitions, args.records)
+    try:
+        watch.wait_done(600)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    return watch.stop()
+
+
+def one_round(cfg_path: str, base: Config, workdir: Path, args: argparse.Namespace,
+              n: int) -> dict:
+    order = ["plain", "offset-ledger", "mm2"]
+    if n % 2 == 0:
+        order.reverse()
+    out: dict = {"round": n, "order": order}
+    for system in order:
+        topic = f"bench-{system}-{uuid.uuid4().hex[:6]}"
+        kafka_admin.create_topic(base.cluster("P"), topic, args.partitions)
+        fill(base.cluster("P"), topic, args.records, args.partitions, args.size)
+        print(f"round {n}: {system} ...", flush=True)
+        if system == "plain":
+            out[system] = run_plain(cfg_path, base, topic, args)
+        elif system == "offset-ledger":
+            out[system] = run_offset_ledger(cfg_path, base, topic, workdir, args)
+        else:
+            out[system] = run_mm2(base, topic, workdir, args)
+        print(f"  {out[system]}", flush=True)
+    return out
 
 
 def _embedded_config(workdir: Path) -> Config:
@@ -101,112 +287,43 @@ def _embedded_config(workdir: Path) -> Config:
         "flows": {"P->B": True},
         "embedded": {"data.dir": str(workdir / "clusters")},
     }
-    return config_from_mapping(raw, path=str(workdir / "offset-ledger.yaml"))
-
-
-def connector_read(spark, source: ClusterConfig, topic: str) -> float:
-    """Seconds for Spark's Kafka connector alone to hand ``topic`` to Python as Arrow batches.
-
-    The same source options and columns as the replication job, into a sink that only counts
-    rows: no producing, no ledger. It bounds what any Spark-connector-based copier can reach
-    on this machine.
-    """
-    import pyarrow as pa
-
-    from pipelines.replicate.source import source_options
-    from pipelines.replicate.transforms import kafka_records
-
-    def count(batches):
-        yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
-
-    reader = spark.read.format("kafka").options(**source_options(source, [topic]))
-    started = time.perf_counter()
-    rows = kafka_records(reader.load()).mapInArrow(count, "n long").collect()
-    seconds = time.perf_counter() - started
-    assert sum(r[0] for r in rows) > 0, "the connector read nothing"
-    return seconds
-
-
-def one_round(spark, base: Config, workdir: Path, args: argparse.Namespace, n: int) -> dict:
-    """Fill a new topic, copy it with the plain loop, then with ``replicate_once``."""
-    from pipelines.replicate.job import replicate_once
-
-    p, b = base.cluster("P"), base.cluster("B")
-    topic = f"bench-{uuid.uuid4().hex[:8]}"
-    kafka_admin.create_topic(p, topic, args.partitions)
-    plain_replica = f"plain.{topic}"
-    kafka_admin.create_topic(b, plain_replica, args.partitions)
-    print(f"round {n}: filling {topic}: {args.records:,} records of {args.size} bytes over "
-          f"{args.partitions} partitions ...", flush=True)
-    fill_s = fill(p, topic, args.records, args.partitions, args.size)
-
-    print(f"round {n}: plain confluent-kafka consume->produce loop ...", flush=True)
-    plain_s = plain_loop(p, b, topic, plain_replica, args.records, args.partitions)
-
-    config = config_from_mapping({
-        "clusters": {a: dict(base.cluster(a).properties) for a in ("P", "B")},
-        "flows": {"P->B": {"topics": [topic]}},
-        "ledger": {"location": str(workdir / f"ledger-{n}"),
-                   "streaming.checkpoint.location": str(workdir / f"streaming-{n}")},
-    }, path=str(workdir / "offset-ledger.yaml"))
-    ledger = Ledger(spark, config.ledger_location)
-    ledger.init()  # setup: a deployment creates its tables once
-    print(f"round {n}: offset-ledger replicate_once ...", flush=True)
-    result = replicate_once(spark, config, "P->B",
-                            max_records_per_batch=args.max_records_per_batch)
-
-    replica_end = sum(hi for _, hi in kafka_admin.watermarks(
-        b, f"P.{topic}", args.partitions).values())
-    recorded = ledger.read(OFFSET_SYNCS).agg({"length": "sum"}).first()[0]
-    assert result.records_copied == args.records == replica_end == recorded, (
-        result.records_copied, replica_end, recorded)
-    print(f"round {n}: Spark Kafka connector read alone ...", flush=True)
-    read_s = connector_read(spark, p, topic)
-    return {
-        "round": n, "fill_records_per_s": round(args.records / fill_s),
-        "plain_loop_seconds": round(plain_s, 2),
-        "plain_loop_records_per_s": round(args.records / plain_s),
-        "offset_ledger_seconds": round(result.wall_seconds, 2),
-        "offset_ledger_records_per_s": round(args.records / result.wall_seconds),
-        "ratio": round(plain_s / result.wall_seconds, 3),
-        "copy_seconds": round(result.copy_seconds, 2),
-        "batches": result.batches, "runs_written": result.runs_written,
-        "ledger_write_seconds": round(result.ledger_seconds, 2),
-        "ledger_share": round(result.ledger_seconds / result.wall_seconds, 4),
-        "connector_read_seconds": round(read_s, 2),
-        "connector_read_records_per_s": round(args.records / read_s),
-        "load_average_1m": round(os.getloadavg()[0], 2),
-    }
+    path = workdir / "offset-ledger.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return config_from_mapping(raw, path=str(path))
 
 
 def run(args: argparse.Namespace) -> dict:
-    from pipelines.spark import get_spark
-
     workdir = Path(tempfile.mkdtemp(prefix="bench-replication-"))
     clusters = None
     if args.config:
-        base = load_config(args.config)
+        base, cfg_path = load_config(args.config), args.config
     else:
         from pipelines.clusters import EmbeddedClusters
 
         base = _embedded_config(workdir)
+        cfg_path = str(base.path)
         clusters = EmbeddedClusters(base)
         clusters.up()
     try:
-        spark = get_spark("offset-ledger-bench")
-        rounds = [one_round(spark, base, workdir, args, n) for n in range(1, args.rounds + 1)]
-        spark.stop()
-        last = rounds[-1]  # warm when there are 2 or more rounds
+        rounds = [one_round(cfg_path, base, workdir, args, n) for n in range(1, args.rounds + 1)]
         return {"records": args.records, "size_bytes": args.size,
-                "partitions": args.partitions, "cores": os.cpu_count(),
-                "summary_round": last["round"],
-                **{k: last[k] for k in ("plain_loop_records_per_s",
-                                        "offset_ledger_records_per_s", "ratio",
-                                        "ledger_share", "connector_read_records_per_s")},
-                "rounds": rounds}
+                "partitions": args.partitions, "cores": os.cpu_count(), "rounds": rounds}
     finally:
         if clusters is not None:
             clusters.down()
+
+
+def table(result: dict) -> str:
+    lines = ["| round | system | launch to done (rec/s) | steady (rec/s) | CPU s | launch to "
+             "first record (s) | ledger share | --once, nothing to do (s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result["rounds"]:
+        for system in r["order"]:
+            m = r[system]
+            lines.append(f"| {r['round']} | {system} | {m['launch_to_done_rps']:,} | "
+                         f"{m['steady_rps']:,} | {m['cpu_s']} | {m['launch_to_first_s']} | "
+                         f"{m.get('ledger_share', '-')} | {m.get('once_nothing_to_do_s', '-')} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,27 +332,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
-    parser.add_argument("--max-records-per-batch", type=int, default=None,
-                        help="split the Spark run into micro-batches of at most this many")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="rounds on new topics in one Spark session: the first is cold "
-                             "(Python workers, JIT), the later ones warm (default 2)")
-    parser.add_argument("--config", help="use the running clusters P and B of this config "
-                                         "instead of starting embedded ones")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--config", help="use the running clusters P and B of this config")
+    parser.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    report = run(args)
+    if args.plain:  # the baseline's own process
+        base = load_config(args.config)
+        plain_loop(base.cluster("P"), base.cluster("B"), args.topic, f"plain.{args.topic}",
+                   args.records, args.partitions)
+        return 0
+    result = run(args)
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"replication-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps(report, indent=2))
-    for r in report["rounds"]:
-        print(f"round {r['round']} ({'cold' if r['round'] == 1 else 'warm'} session, "
-              f"load {r['load_average_1m']}): plain loop {r['plain_loop_records_per_s']:,} "
-              f"rec/s ({r['plain_loop_seconds']} s); offset-ledger "
-              f"{r['offset_ledger_records_per_s']:,} rec/s ({r['offset_ledger_seconds']} s: copy "
-              f"{r['copy_seconds']} s, ledger {r['ledger_write_seconds']} s); ratio "
-              f"{r['ratio']:.2f}x; ledger share {r['ledger_share']:.1%}; connector read alone "
-              f"{r['connector_read_records_per_s']:,} rec/s ({r['connector_read_seconds']} s)")
-    print(f"written to {out}")
+    out.write_text(json.dumps(result, indent=2))
+    print(table(result))
+    print(f"results: {out}")
     return 0
 
 

@@ -134,7 +134,17 @@ def validate_ledger(spark: SparkSession, config: Config,
     spark.createDataFrame([(s,) for s in secrets], "secret string").createOrReplaceTempView(
         SECRETS_VIEW)
 
+    verbose = logging.getLogger().isEnabledFor(logging.INFO)
+    # GX's modules set their own levels: quiet each of them unless -v.
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith("great_expectations")]:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
     context = gx.get_context(mode="ephemeral")
+    if not verbose:
+        # Quiet unless -v: no "Calculating Metrics" bars on stderr for every suite.
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        context.variables.progress_bars = ProgressBarsConfig(globally=False,
+                                                             metric_calculations=False)
     source = context.data_sources.add_spark(name="offset_ledger")
     results: list[CheckResult] = []
     for name in names:

@@ -28,6 +28,8 @@ import yaml
 from ledger.errors import OffsetLedgerError
 
 DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
+# More than a year: audits of last year's operations still time-travel.
+DEFAULT_AUDIT_RETENTION_DAYS = 400
 CONFIG_ENV_VAR = "OFFSET_LEDGER_CONFIG"
 MASK = "********"
 
@@ -37,6 +39,11 @@ _ALIAS = re.compile(r"^[A-Za-z0-9_-]+$")
 
 # MM2's default exclusions for groups (GroupFilter) and topics (TopicFilter), plus our own.
 DEFAULT_GROUPS_EXCLUDE = ("console-consumer-.*", "connect-.*", "__.*", "offset-ledger-.*")
+# MirrorMaker 2's DefaultConfigPropertyFilter: topic configs never copied to a replica.
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
+    r"follower\.replication\.throttled\.replicas", r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms", r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable", r"min\.insync\.replicas")
 DEFAULT_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", "__.*", "offset-ledger-.*")
 
 POLICIES = {
@@ -96,6 +103,9 @@ class FlowConfig:
     # Replica topics on ``source`` (named ``<target><sep><topic>``) whose group offsets are
     # translated back to the original topic on ``target`` (SRM's reverse checkpointing).
     reverse_checkpointed_topics: tuple[str, ...] = ()
+    # Where an existing MirrorMaker 2 deployment keeps this flow's offset-syncs topic
+    # (MM2's offset-syncs.topic.location): 'source' (default) or 'target'.
+    offset_syncs_topic_location: str = "source"
 
     @property
     def name(self) -> str:
@@ -122,6 +132,9 @@ class Config:
     clusters: Mapping[str, ClusterConfig]
     flows: tuple[FlowConfig, ...]
     ledger_location: str = ".state/ledger"
+    # Delta log and deleted-file retention of every ledger table: how far back time travel (and
+    # so an audit replayed from the ledger's own versions) reaches.
+    audit_retention_days: int = DEFAULT_AUDIT_RETENTION_DAYS
     streaming_checkpoint_location: str = ".state/streaming"
     replication_policy_separator: str = "."
     replication_policy_class: str = "DefaultReplicationPolicy"
@@ -130,8 +143,11 @@ class Config:
     emit_checkpoints_interval_seconds: int = 60
     sync_group_offsets_enabled: bool = False
     sync_group_offsets_interval_seconds: int = 60
+    emit_mm2_checkpoints: bool = False  # also write checkpoints in MM2's format (pipelines.mm2)
     replication_factor: int = -1
     embedded_data_dir: str = ".state/clusters"
+    # Regexes (full match) of topic configs never copied to replicas (MM2's property name).
+    config_properties_exclude: tuple[str, ...] = DEFAULT_CONFIG_PROPERTIES_EXCLUDE
     path: str | None = field(default=None, compare=False)
 
     @property
@@ -174,7 +190,12 @@ def parse_flow(text: str) -> tuple[str, str]:
     """``"P->B"`` -> ``("P", "B")``."""
     parts = [p.strip() for p in str(text).split("->")]
     if len(parts) != 2 or not all(_ALIAS.match(p) for p in parts):
-        raise ConfigError(f"flow {text!r} is not of the form SOURCE->TARGET (e.g. P->B)")
+        hint = ""
+        if str(text).rstrip().endswith("-"):
+            # `--flow P->B` unquoted: the shell took `>B` as a redirection to a file named B.
+            hint = (": quote it in a shell, --flow 'P->B' (unquoted, '>' redirects output to a "
+                    "file), or use --source P --target B")
+        raise ConfigError(f"flow {text!r} is not of the form SOURCE->TARGET (e.g. 'P->B'){hint}")
     return parts[0], parts[1]
 
 
@@ -185,6 +206,13 @@ def _bool(v: Any) -> bool:
     if str(v).lower() in ("true", "false"):
         return str(v).lower() == "true"
     raise ValueError("expected true or false")
+
+
+def _positive_int(v: Any) -> int:
+    value = _nonneg_int(v)
+    if value < 1:
+        raise ValueError("expected a whole number of days >= 1")
+    return value
 
 
 def _nonneg_int(v: Any) -> int:
@@ -199,6 +227,12 @@ def _separator(v: Any) -> str:
     return v
 
 
+def _location(v: Any) -> str:
+    if v not in ("source", "target"):
+        raise ValueError("expected source or target")
+    return str(v)
+
+
 def _policy(v: Any) -> str:
     if v not in POLICIES:
         raise ValueError(f"expected one of {sorted(set(POLICIES))}")
@@ -208,6 +242,7 @@ def _policy(v: Any) -> str:
 _TOP_LEVEL = {
     "ledger.location": ("ledger_location", str),
     "ledger.streaming.checkpoint.location": ("streaming_checkpoint_location", str),
+    "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_int(v)),
     "replication.policy.separator": ("replication_policy_separator", _separator),
     "replication.policy.class": ("replication_policy_class", _policy),
     "replication.factor": ("replication_factor", int),
@@ -217,6 +252,12 @@ _TOP_LEVEL = {
     "sync.group.offsets.enabled": ("sync_group_offsets_enabled", _bool),
     "sync.group.offsets.interval.seconds": ("sync_group_offsets_interval_seconds", _nonneg_int),
     "embedded.data.dir": ("embedded_data_dir", str),
+    "emit.mm2.checkpoints.enabled": ("emit_mm2_checkpoints", _bool),
+    "config.properties.exclude": (
+        "config_properties_exclude",
+        lambda v: _patterns("config.properties.exclude",
+                            [x.strip() for x in v.split(",") if x.strip()]
+                            if isinstance(v, str) else v)),
 }
 _FLOW_KEYS = {
     "enabled": ("enabled", _bool),
@@ -225,6 +266,7 @@ _FLOW_KEYS = {
     "groups": ("groups", None),
     "groups.exclude": ("groups_exclude", None),
     "reverse.checkpointed.topics": ("reverse_checkpointed_topics", None),
+    "offset-syncs.topic.location": ("offset_syncs_topic_location", _location),
 }
 
 
@@ -262,11 +304,27 @@ def _load_clusters(raw: Any) -> dict[str, ClusterConfig]:
             raise ConfigError(f"clusters: invalid alias {alias!r} (letters, digits, _ and - only)")
         flat: dict[str, Any] = {}
         _flatten("", props or {}, flat)
+        flat = {k: _from_environment(f"clusters.{alias}.{k}", v) for k, v in flat.items()}
         if not flat.get("bootstrap.servers"):
             raise ConfigError(f"clusters.{alias}: missing bootstrap.servers")
         clusters[alias] = ClusterConfig(alias, MappingProxyType({k: str(v) if not isinstance(
             v, bool) else str(v).lower() for k, v in flat.items()}))
     return clusters
+
+
+_ENV_REF = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def _from_environment(key: str, value: Any) -> Any:
+    """A property written as ``${env:NAME}`` takes the variable's value (secrets stay out of
+    the YAML: Databricks resolves ``{{secrets/scope/key}}`` into such variables)."""
+    match = _ENV_REF.match(value) if isinstance(value, str) else None
+    if match is None:
+        return value
+    name = match.group(1)
+    if name not in os.environ:
+        raise ConfigError(f"{key}: environment variable {name} is not set")
+    return os.environ[name]
 
 
 def _load_flows(raw: Any, clusters: Mapping[str, ClusterConfig]) -> tuple[FlowConfig, ...]:

@@ -107,3 +107,8 @@ class OffsetSyncStore:
         """One past the highest upstream record the runs hold (how far replication got)."""
         runs = self.runs.get((topic, partition))
         return max(r.upstream_end for r in runs) if runs else None
+
+    def downstream_end(self, topic: str, partition: int) -> int | None:
+        """One past the highest replica offset the runs hold (what a reader there may have read)."""
+        runs = self.runs.get((topic, partition))
+        return max(r.downstream_end for r in runs) if runs else None

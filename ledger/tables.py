@@ -94,7 +94,10 @@ class Ledger:
             path = self.table_path(name)
             if "://" not in path and not Path(path).exists():
                 return False
-            return DeltaTable.isDeltaTable(self.spark, path)
+            try:
+                return DeltaTable.isDeltaTable(self.spark, path)
+            except Exception as exc:  # the log exists but cannot be replayed
+                raise damaged(self.location, name, exc) from exc
         return self.spark.catalog.tableExists(self.identifier(name))
 
     def _check_schema(self, name: str) -> None:
@@ -125,8 +128,7 @@ class Ledger:
             try:  # DESCRIBE DETAIL rebuilds the table state, so a corrupt log fails here
                 self.spark.sql(f"DESCRIBE DETAIL {self.identifier(name)}").collect()
             except Exception as exc:
-                raise LedgerError(f"ledger table {name} at {self.location} is corrupt or "
-                                  f"unreadable: {_first_line(exc)}") from exc
+                raise damaged(self.location, name, exc) from exc
         if set(names) == set(SCHEMAS):
             _INITIALIZED.add((id(self.spark), self.location))
 
@@ -204,6 +206,62 @@ class Ledger:
         if missing:
             raise LedgerError(f"rows for {name} lack columns {missing}")
         return df.select(*[df[f.name].cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+_DAMAGE_FIX = ("restore the table from a backup or `RESTORE TABLE` it to an earlier version, "
+               "or point ledger.location at a fresh path; nothing was written")
+
+
+def damaged(location: str, name: str, exc: BaseException) -> LedgerError:
+    """The one-line error for a ledger table whose log or data files cannot be read."""
+    return LedgerError(f"ledger table {name} at {location} is damaged: {_cause(exc)} "
+                       f"({_DAMAGE_FIX})")
+
+
+def damage_from(exc: BaseException, location: str) -> LedgerError | None:
+    """A :func:`damaged` error if ``exc`` is a Spark/Delta failure reading a ledger table.
+
+    Reads are lazy, so a truncated data file or a broken log surfaces wherever a caller first
+    collects; the CLI passes any such failure through here. The table is recognised by its
+    path under the ledger location in the message; ``None`` when the failure is not about the
+    ledger (it then keeps its traceback, as a bug would).
+    """
+    if not _is_spark_failure(exc):
+        return None
+    text = str(exc)
+    root = location.rstrip("/")
+    for name in SCHEMAS:
+        if f"{root}/{name}/" in text or f"{root}/{name}`" in text or \
+                text.rstrip().endswith(f"{root}/{name}") or f"{location}.{name}" in text:
+            return damaged(location, name, exc)
+    return None
+
+
+def _is_spark_failure(exc: BaseException) -> bool:
+    kinds = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(kinds & {"Py4JJavaError", "PySparkException", "CapturedException"})
+
+
+_CAUSES = (
+    ("DELTA_TRUNCATED_TRANSACTION_LOG", "its transaction log is incomplete (a commit file is "
+                                        "missing)"),
+    ("DELTA_VERSIONS_NOT_CONTIGUOUS", "its transaction log has a gap between versions"),
+    ("DELTA_LOG_FILE_NOT_FOUND", "a transaction log file is missing"),
+    ("DELTA_FILE_NOT_FOUND", "a data file named in its log is missing"),
+    ("FileNotFoundException", "a file named in its log is missing"),
+    ("is not a Parquet file", "a data file is not valid Parquet (truncated or overwritten)"),
+    ("FAILED_READ_FILE", "a data file cannot be read (truncated or corrupt)"),
+    ("CorruptStatistics", "a data file's statistics are corrupt"),
+    ("EOFException", "a data file is truncated"),
+)
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc)
+    for marker, meaning in _CAUSES:
+        if marker in text:
+            return meaning
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

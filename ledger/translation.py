@@ -63,15 +63,16 @@ Invariants (checked by tests/ledger/test_translation.py):
     * Both functions are monotonic (non-decreasing) in the offset for fixed runs.
     * "Cannot translate" is ``None``, never ``-1`` or any other offset.
 
-Every function is ``O(len(runs))`` per call, except the end-candidate test of ``forward``, which
-is ``O(len(runs) ** 2)`` in the worst case because it is written as the ``NOT EXISTS`` sub-query
-it becomes in SQL. The candidates are exposed by :func:`forward_candidates` and
-:func:`reverse_candidates`, so that the SQL models can be compared with this module candidate by
-candidate.
+Every function is ``O(len(runs) * log(len(runs)))`` per call at most: the end-candidate test of
+``forward`` (a ``NOT EXISTS`` sub-query in SQL) is a binary search in the sorted run starts of
+the epoch, so a year of history stays cheap. The candidates are exposed by
+:func:`forward_candidates` and :func:`reverse_candidates`, so that the SQL models can be
+compared with this module candidate by candidate.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -312,16 +313,22 @@ def forward_candidates(runs: Iterable[RunLike], offset: int) -> list[Candidate]:
     _check_offset(offset, "upstream offset")
     x = offset
     epoch = _current_epoch_indexed(runs)
-    starts = [run.upstream_offset for _, run in epoch]
+    starts = sorted(run.upstream_offset for _, run in epoch)
     candidates: list[Candidate] = []
     for index, run in epoch:
         if run.upstream_end > x:
             first = run.downstream_offset + max(0, x - run.upstream_offset)
             candidates.append(Candidate(CandidateKind.FIRST_RECORD, first, run, index))
-        elif not any(run.upstream_end <= start <= x for start in starts):
+        elif not _starts_within(starts, run.upstream_end, x):
             end = run.downstream_end
             candidates.append(Candidate(CandidateKind.RUN_END, end, run, index))
     return candidates
+
+
+def _starts_within(sorted_starts: list[int], low: int, high: int) -> bool:
+    """Whether some run starts in ``[low, high]`` (binary search in the sorted starts)."""
+    i = bisect_left(sorted_starts, low)
+    return i < len(sorted_starts) and sorted_starts[i] <= high
 
 
 def forward(runs: Iterable[RunLike], offset: int) -> int | None:

@@ -31,10 +31,75 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                     "edit a flow's reverse-checkpointed topics"),
     "failover": ("pipelines.failover.job", "move a group from the primary to the backup"),
     "failback": ("pipelines.failover.job", "move a group back to the primary"),
+    "status": ("pipelines.status.job",
+               "replication lag per flow and whether groups are ready to move"),
     "audit": ("pipelines.audit.job", "show resume points and the ledger behind them"),
     "validate": ("pipelines.validate.job", "run the Great Expectations suites on the ledger"),
+    "ingest": ("pipelines.mm2.ingest", "ingest MirrorMaker 2's offset-syncs and checkpoints"),
     "demo": ("pipelines.demo", "run the reference failover/failback scenario"),
 }
+
+
+# verb -> examples shown at the end of its --help (with the exit codes).
+EXAMPLES: dict[str, str] = {
+    "clusters": "offset-ledger clusters up",
+    "ledger": "offset-ledger ledger init",
+    "replicate": "offset-ledger replicate --flow 'P->B' --once",
+    "checkpoint": "offset-ledger checkpoint --source P --target B --once --group G",
+    "translate": "offset-ledger translate --group G --from P --to B --format json",
+    "topics": "offset-ledger topics --source P --target B --add 'Payments'",
+    "groups": "offset-ledger groups --source P --target B --add 'G'",
+    "reverse-checkpointed-topics": "offset-ledger reverse-checkpointed-topics --source B "
+                                   "--target P --add P.Payments",
+    "failover": "offset-ledger failover --group G --from P --to B --catch-up\n"
+                "  offset-ledger failover --group-regex 'orders-.*' --from P --to B --cutoff\n"
+                "  offset-ledger failover --group G --from P --to B --disaster",
+    "failback": "offset-ledger failback --group G --from B --to P --catch-up",
+    "status": "offset-ledger status --flow 'P->B' --group G",
+    "audit": "offset-ledger audit --group G --format html --output audit.html",
+    "validate": "offset-ledger validate --format json",
+    "ingest": "offset-ledger ingest mm2 --flow 'P->B' --once",
+    "demo": "offset-ledger demo",
+}
+
+EXIT_CODES = """exit codes:
+  0  success
+  1  validate found failures, demo counted a lost or twice-read record, a topic was not
+     replicated
+  2  a clear error: bad configuration or arguments, unknown alias or flow, active group,
+     missing or damaged ledger, unreachable cluster
+  3  replication (with failover --cutoff: a group) did not catch up within --timeout
+  4  an offset cannot be translated (nothing is written)"""
+
+FLOW_VERBS = ("replicate", "checkpoint", "ingest")
+"""Verbs that name a flow: ``--flow 'S->T'`` or, equivalently, ``--source S --target T``."""
+
+
+def add_flow_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--flow 'S->T'`` and its equivalent ``--source S --target T`` (resolved in main)."""
+    parser.add_argument("--flow", default=None, help=f"{help_text}, quoted: 'P->B'")
+    parser.add_argument("--source", default=None, help="the flow's source alias (with --target)")
+    parser.add_argument("--target", default=None, help="the flow's target alias (with --source)")
+
+
+def _resolve_flow(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    source, target = getattr(args, "source", None), getattr(args, "target", None)
+    if args.flow is not None and (source or target):
+        parser.error("give either --flow 'S->T' or --source S --target T, not both")
+    if args.flow is None:
+        if not (source and target):
+            parser.error("the flow is required: --flow 'S->T' (quoted) or --source S --target T")
+        args.flow = f"{source}->{target}"
+
+
+def _check_names(args: argparse.Namespace, config: object) -> None:
+    """Aliases and flows named on the command line exist: checked before any JVM starts."""
+    if getattr(args, "flow", None) is not None:
+        config.flow(args.flow)  # type: ignore[attr-defined]
+        return
+    for alias in (getattr(args, "source", None), getattr(args, "target", None)):
+        if isinstance(alias, str):
+            config.cluster(alias)  # type: ignore[attr-defined]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,8 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for verb, (module, help_text) in COMMANDS.items():
         mod = importlib.import_module(module)
-        p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text)
-        p.set_defaults(_module=module, _verb=verb)
+        epilog = f"example:\n  {EXAMPLES[verb]}\n\n{EXIT_CODES}" if verb in EXAMPLES else None
+        p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text,
+                           epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(_module=module, _verb=verb, _parser=p)
         if hasattr(mod, "add_arguments"):
             try:
                 mod.add_arguments(p, verb)
@@ -62,21 +129,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    verb_parser = getattr(args, "_parser", parser)
+    if extra:  # reported with the subcommand's usage, not the top-level one
+        verb_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if getattr(args, "_verb", None) in FLOW_VERBS:
+        _resolve_flow(args, verb_parser)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = None
     try:
         config = load_config(getattr(args, "config", None))
         if getattr(args, "ledger_location", None):
             config = dataclasses.replace(config, ledger_location=args.ledger_location)
+        _check_names(args, config)
         module = importlib.import_module(args._module)
         return int(module.run(args, config) or 0)
     except OffsetLedgerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:
+        damage = _ledger_damage(exc, config)
+        if damage is None:
+            raise
+        print(f"error: {damage}", file=sys.stderr)
+        return damage.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _ledger_damage(exc: BaseException, config: object) -> OffsetLedgerError | None:
+    """A damaged-ledger error for a Spark failure that names a ledger table, else ``None``."""
+    location = getattr(config, "ledger_location", None)
+    if location is None:
+        return None
+    from ledger.tables import damage_from  # imports pyspark: only once a verb failed
+
+    return damage_from(exc, location)
 
 
 def job_main(verb: str, argv: list[str] | None = None) -> int:

@@ -9,11 +9,18 @@ Invariants:
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ledger.config import ClusterConfig
@@ -267,4 +274,52 @@ def end_offsets(cluster: ClusterConfig,
     for tp, future in futures.items():
         info = _wait(cluster, f"reading end offsets of {tp.topic}", future)
         out[(tp.topic, tp.partition)] = int(info.offset)
+    return out
+
+
+def committed_records_between(cluster: ClusterConfig,
+                              ranges: Mapping[tuple[str, int], tuple[int, int]],
+                              timeout: float = 10.0) -> dict[tuple[str, int], bool | None]:
+    """Whether a committed record lies in ``[start, end)`` of each partition (read_committed).
+
+    The gap between where replication got and a partition's end (or a group's committed offset)
+    may hold only transaction markers and aborted records, which are never copied: such a gap is
+    ``False`` (nothing left to copy). ``None`` when it cannot be told within ``timeout``, e.g. an
+    open transaction holds the last stable offset below ``end``: never take that as caught up.
+
+        offsets  300   301   302 ....... 311   312 = end
+                 rec   rec   aborted/markers
+                             ^ replicated to 302: False (nothing committed in [302, 312))
+    """
+    out: dict[tuple[str, int], bool | None] = {
+        key: False for key, (start, end) in ranges.items() if start >= end}
+    pending = {key: span for key, span in ranges.items() if key not in out}
+    if not pending:
+        return out
+    consumer = Consumer(cluster.client_config(**{
+        "group.id": f"offset-ledger-probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 0}))
+    try:
+        consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in pending.items()])
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            key = (msg.topic(), msg.partition())
+            if key not in pending:
+                continue
+            end = pending[key][1]
+            error = msg.error()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                raise KafkaAdminError(f"cluster {cluster.alias}: reading {key[0]}[{key[1]}] "
+                                      f"failed: {error.str()}")
+            if error is not None and msg.offset() < end:
+                continue  # the last stable offset is below end: an open transaction, wait
+            out[key] = error is None and msg.offset() < end
+            del pending[key]
+            consumer.incremental_unassign([TopicPartition(*key)])
+    finally:
+        consumer.close()
+    out.update({key: None for key in pending})
     return out

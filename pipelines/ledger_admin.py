@@ -1,9 +1,15 @@
-"""``offset-ledger ledger init|status|history``: create and inspect the ledger tables."""
+"""``offset-ledger ledger init|status|history|maintain``: create, inspect and keep up the ledger.
+
+``init`` creates missing tables and applies ``ledger.audit.retention.days`` to every table (also
+to existing ones, adding no version where it is already set); ``maintain`` compacts and Z-orders,
+checkpoints the Delta logs and VACUUMs within that retention (:mod:`ledger.maintenance`).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from ledger import maintenance
 from ledger.config import Config
 from ledger.schemas import SCHEMAS
 from ledger.tables import Ledger
@@ -11,16 +17,30 @@ from pipelines.spark import get_spark
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["init", "status", "history"])
-    parser.add_argument("--table", choices=sorted(SCHEMAS), help="with history: the table")
+    parser.add_argument("action", choices=["init", "status", "history", "maintain"])
+    parser.add_argument("--table", choices=sorted(SCHEMAS), action="append",
+                        help="with history or maintain: only this table (repeatable)")
+    parser.add_argument("--limit", type=int, default=20,
+                        help="with history: the newest N versions per table (default 20)")
+    parser.add_argument("--no-vacuum", action="store_true",
+                        help="with maintain: compact and checkpoint, but remove no file")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     ledger = Ledger(get_spark("offset-ledger-ledger"), config.ledger_location)
     if args.action == "init":
         created = ledger.init()
+        retention = maintenance.apply_retention(ledger, config.audit_retention_days)
         for name, new in created.items():
-            print(f"{'created' if new else 'exists '}  {ledger.identifier(name)}")
+            note = f"  retention {config.audit_retention_days} days" if retention[name] else ""
+            print(f"{'created' if new else 'exists '}  {ledger.identifier(name)}{note}")
+        return 0
+    if args.action == "maintain":
+        reports = maintenance.maintain(ledger, config.audit_retention_days,
+                                       tuple(args.table or ()), vacuum=not args.no_vacuum)
+        print(f"retention {config.audit_retention_days} days (ledger.audit.retention.days)")
+        for report in reports:
+            print(report.line())
         return 0
     if args.action == "status":
         ledger.require(verify=True)
@@ -29,11 +49,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"{name:22} version {ledger.version(name):>5}  rows {rows:>9}  "
                   f"{ledger.identifier(name)}")
         return 0
-    names = [args.table] if args.table else list(SCHEMAS)
+    names = args.table or list(SCHEMAS)
     ledger.require(*names)
     for name in names:
         print(f"== {name}")
-        history = ledger.spark.sql(f"DESCRIBE HISTORY {ledger.identifier(name)}")
+        history = ledger.spark.sql(
+            f"DESCRIBE HISTORY {ledger.identifier(name)} LIMIT {max(1, args.limit)}")
         for row in history.select("version", "timestamp", "operation").collect():
             print(f"  v{row['version']:<5} {row['timestamp']}  {row['operation']}")
     return 0

@@ -1,56 +1,156 @@
 """The one place a SparkSession is built.
 
 Invariants:
-    * When a session already exists (Databricks, ``spark-submit``, a test fixture) it is used
-      as is: the runtime provides Delta and the Kafka connector there.
-    * Otherwise a ``local[*]`` session is built with the Delta SQL extension and catalog and the
-      jars that ``make setup`` fetched with Maven into ``jars/spark``: nothing is downloaded when
-      a job starts.
-    * Nothing here runs at import time.
+    * Whatever the runtime configured wins. An active session (Databricks, a notebook, a test
+      fixture) is used as is. Under ``spark-submit`` (the launcher's JVM is already there:
+      ``PYSPARK_GATEWAY_PORT``) or on Databricks, the session is built from the launcher's
+      configuration (master, memory, jars or packages, log settings), adding only the Delta SQL
+      extension and catalog when they are not configured yet. Delta's classes must be loadable
+      there (``--packages io.delta:delta-spark_2.13:<v>`` or ``--jars``): otherwise a clear
+      error, never a silent local session.
+    * Only a plain program (``offset-ledger ...``, ``python job.py``) falls back to a
+      ``local[*]`` session (``OFFSET_LEDGER_SPARK_MASTER`` overrides the master) with the jars
+      of ``$OFFSET_LEDGER_JARS_DIR/spark`` (default: ``jars/spark`` of the source checkout, which
+      ``make setup`` fills with Maven): nothing is downloaded when a job starts. Only the Delta
+      jars are required there; any other jar in the folder is added too.
+    * The running Spark must be inside :data:`SUPPORTED_SPARK` (the ``local`` extra of
+      ``pyproject.toml`` declares the same range): otherwise :class:`SparkSetupError` (exit 2).
+    * Files read at run time (the log4j configuration) come from the package with
+      ``importlib.resources``, never from the checkout. Nothing here runs at import time.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.resources
 import os
 import sys
 from pathlib import Path
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING
 
 from ledger.errors import OffsetLedgerError
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 JARS_ENV_VAR = "OFFSET_LEDGER_JARS_DIR"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
+# [min, max) of the Spark (and delta-spark) versions this release supports: keep in step with
+# the `local` extra in pyproject.toml.
+SUPPORTED_SPARK = ((4, 0), (4, 1))
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+REQUIRED_LOCAL_JARS = ("delta-spark", "delta-storage")
 
 
 class SparkSetupError(OffsetLedgerError):
-    """The local Spark session cannot be built (jars missing)."""
+    """No usable Spark: jars or Delta missing, or a Spark version outside the supported range."""
 
 
 def jars_dir(kind: str) -> Path:
-    """``jars/<kind>`` of the checkout, or ``$OFFSET_LEDGER_JARS_DIR/<kind>``."""
-    base = Path(os.environ.get(JARS_ENV_VAR, REPO_ROOT / "jars"))
-    return base / kind
+    """``$OFFSET_LEDGER_JARS_DIR/<kind>``, or ``jars/<kind>`` of the source checkout."""
+    base = os.environ.get(JARS_ENV_VAR)
+    return (Path(base) if base else CHECKOUT_ROOT / "jars") / kind
 
 
 def spark_jars() -> list[str]:
+    """Every jar of the local jars folder; the Delta jars must be among them."""
     folder = jars_dir("spark")
     jars = sorted(str(p) for p in folder.glob("*.jar"))
-    needed = ("delta-spark", "delta-storage", "spark-sql-kafka", "kafka-clients")
-    missing = [n for n in needed if not any(Path(j).name.startswith(n) for j in jars)]
+    missing = [n for n in REQUIRED_LOCAL_JARS if not any(Path(j).name.startswith(n) for j in jars)]
     if missing:
         raise SparkSetupError(
-            f"Spark jars missing in {folder}: {', '.join(missing)} (run `make setup`, which "
-            f"fetches them with Maven, or set ${JARS_ENV_VAR})")
+            f"Spark jars missing in {folder}: {', '.join(missing)} (set ${JARS_ENV_VAR} to a "
+            f"folder holding spark/<jar>, run `make setup` in a checkout, or run under "
+            f"spark-submit with --packages io.delta:delta-spark_2.13:4.0.1)")
     return jars
 
 
-def get_spark(app_name: str = "offset-ledger", *, master: str | None = None,
-              ui: bool | None = None, extra_conf: dict[str, str] | None = None) -> SparkSession:
-    """The active SparkSession, or a new local one with Delta and the Kafka connector."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
+def _version_tuple(version: str) -> tuple[int, int]:
+    parts = [*version.split("-")[0].split("."), "0"][:2]
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        raise SparkSetupError(f"cannot read the Spark version {version!r}") from None
+
+
+def check_version(what: str, version: str) -> None:
+    """Raise :class:`SparkSetupError` when ``version`` is outside :data:`SUPPORTED_SPARK`."""
+    low, high = SUPPORTED_SPARK
+    if not low <= _version_tuple(version) < high:
+        raise SparkSetupError(
+            f"{what} {version} is not supported: offset-ledger needs >={low[0]}.{low[1]},"
+            f"<{high[0]}.{high[1]} (pip install 'offset-ledger[local]' for a local Spark, or a "
+            f"runtime with Spark {low[0]}.{low[1]}.x)")
+
+
+def _under_launcher() -> bool:
+    """Started by spark-submit (its JVM is up) or on a Databricks runtime."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT")
+                or os.environ.get("DATABRICKS_RUNTIME_VERSION"))
+
+
+def _class_loadable(jvm, name: str) -> bool:  # type: ignore[no-untyped-def]
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(name, False, loader)
+        return True
+    except Exception:  # py4j wraps ClassNotFoundException
+        return False
+
+
+def _launched_session(app_name: str) -> SparkSession:
+    """The session spark-submit or the runtime configured, with Delta's SQL settings added."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        # Databricks: Delta is built in, and serverless sessions (Spark Connect) have no JVM
+        # gateway to inspect.
+        return SparkSession.builder.getOrCreate()
+    SparkContext._ensure_initialized()  # connects to the launcher's JVM, creates no context
+    conf = SparkConf()  # holds spark-submit's --master, --conf, --jars/--packages, memory
+    if not _class_loadable(SparkContext._jvm, DELTA_EXTENSION):
+        raise SparkSetupError(
+            "Delta Lake is not on this Spark runtime's classpath: pass --packages "
+            "io.delta:delta-spark_2.13:4.0.1 (or --jars with delta-spark and delta-storage) "
+            "to spark-submit")
+    builder = SparkSession.builder
+    # spark-submit names the app after the script (job.py) unless --name was given: keep a
+    # given name, replace the script's.
+    if conf.get("spark.app.name", "") in ("", os.path.basename(sys.argv[0] or "")):
+        builder = builder.appName(app_name)
+    extensions = conf.get("spark.sql.extensions", "") or ""
+    if DELTA_EXTENSION not in extensions:
+        builder = builder.config("spark.sql.extensions",
+                                 ",".join(e for e in (extensions, DELTA_EXTENSION) if e))
+    if not conf.contains("spark.sql.catalog.spark_catalog"):
+        builder = builder.config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    return builder.getOrCreate()
+
+
+def _log4j_file(state: Path) -> Path:
+    """The packaged log4j configuration as a file (copied out when the package is zipped)."""
+    resource = importlib.resources.files("pipelines").joinpath("log4j2-spark.properties")
+    if isinstance(resource, Path):
+        return resource
+    target = state / "log4j2-spark.properties"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(resource.read_bytes())
+    return target
+
+
+def _local_session(app_name: str, master: str | None, ui: bool | None,
+                   extra_conf: dict[str, str] | None) -> SparkSession:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkSetupError("pyspark is not installed: pip install 'offset-ledger[local]', "
+                              "or run the job with spark-submit or on Databricks") from None
+    try:
+        check_version("delta-spark", importlib.metadata.version("delta-spark"))
+    except importlib.metadata.PackageNotFoundError:
+        pass  # the jars folder still has to provide Delta (checked by spark_jars)
     master = master or os.environ.get("OFFSET_LEDGER_SPARK_MASTER", "local[*]")
     if ui is None:
         ui = os.environ.get("OFFSET_LEDGER_SPARK_UI", "false").lower() == "true"
@@ -59,14 +159,13 @@ def get_spark(app_name: str = "offset-ledger", *, master: str | None = None,
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Local Python workers must run this interpreter (it has confluent-kafka), not PATH's.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    log4j = Path(__file__).with_name("log4j2-spark.properties")
+    log4j = _log4j_file(state)
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)
         .config("spark.jars", ",".join(spark_jars()))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog",
-                "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.extensions", DELTA_EXTENSION)
+        .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
         .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
         # Small local machines: a handful of shuffle partitions beats the default 200.
@@ -85,4 +184,26 @@ def get_spark(app_name: str = "offset-ledger", *, master: str | None = None,
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("OFFSET_LEDGER_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def get_spark(app_name: str = "offset-ledger", *, master: str | None = None,
+              ui: bool | None = None, extra_conf: dict[str, str] | None = None) -> SparkSession:
+    """The runtime's SparkSession (see the module invariants), or a new local one with Delta.
+
+    ``master``, ``ui`` and ``extra_conf`` apply to the local fallback only: under spark-submit
+    or on Databricks the launcher's settings are never overridden.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        SparkSession = None  # pyspark missing: the local fallback says so clearly
+    active = SparkSession.getActiveSession() if SparkSession is not None else None
+    if active is not None:
+        spark = active
+    elif SparkSession is not None and _under_launcher():
+        spark = _launched_session(app_name)
+    else:
+        spark = _local_session(app_name, master, ui, extra_conf)
+    check_version("Spark", spark.version)
     return spark

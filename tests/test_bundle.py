@@ -10,7 +10,14 @@ fields and wrong types. Invariants checked:
   parses into a :class:`databricks.bundles.jobs.Job` and runs the expected kind of task;
 * every ``${var.X}`` used anywhere is declared, and targets only override declared variables;
 * every ``python_wheel_task`` entry point is a console script of ``pyproject.toml``, and every
-  wheel library path, resolved relative to the file that declares it, points at ``dist/*.whl``.
+  wheel library path, resolved relative to the file that declares it, points at ``dist/*.whl``;
+* one ledger per target: with the target's variables resolved, every wheel task passes the same
+  ``--ledger-location`` and the audit's dbt task reads that catalog and schema;
+* both flows of the pair are replicated and checkpointed from every target;
+* each compute kind gets libraries the way it accepts them (classic: task ``libraries``;
+  serverless: ``environment_key`` and an environment with dependencies); node types and runtimes
+  come from variables; Kafka credentials only as ``{{secrets/...}}`` references; Python 3.11
+  and 3.12 environments; the maintenance job runs ``offset-ledger ledger maintain`` on a schedule.
 """
 
 from __future__ import annotations
@@ -117,12 +124,19 @@ def test_targets_dev_and_prod() -> None:
     assert targets["prod"]["workspace"]["root_path"].startswith("/Workspace/")
 
 
+# Variables a deployer must give per target or with --var (they depend on the workspace).
+REQUIRED_VARIABLES = {"node_type_id", "warehouse_id"}
+
+
 def test_variables_have_defaults() -> None:
     variables = _load(BUNDLE)["variables"]
-    assert {"catalog", "schema", "config_path", "flow"} <= set(variables)
+    assert {"catalog", "schema", "config_path", "forward_flow", "reverse_flow"} <= set(variables)
     assert variables["catalog"]["default"] == "main"
     assert variables["schema"]["default"] == "offset_ledger"
-    assert variables["flow"]["default"] == "P->B"
+    assert variables["forward_flow"]["default"] == "P->B"
+    assert variables["reverse_flow"]["default"] == "B->P"
+    without_default = {name for name, spec in variables.items() if "default" not in spec}
+    assert without_default == REQUIRED_VARIABLES
     assert variables["config_path"]["default"].startswith("/Workspace/")
     assert variables["config_path"]["default"].endswith("/offset-ledger.yaml")
     for name, spec in variables.items():
@@ -169,11 +183,24 @@ def test_replicate_is_a_continuous_wheel_job() -> None:
     assert any(job.continuous is not None for job in jobs), "replicate must run continuously"
 
 
-def test_checkpoint_is_scheduled() -> None:
+def test_checkpoint_is_scheduled_but_not_every_minute() -> None:
+    """A cron schedule or periodic trigger of at least 5 minutes, or a continuous job whose tasks
+    run the periodic mode (no ``--once``: a pass every emit.checkpoints.interval.seconds)."""
     jobs = _parsed_jobs("checkpoint")
-    assert any(job.schedule is not None
-               or (job.trigger is not None and job.trigger.periodic is not None)
-               for job in jobs), "checkpoint needs a schedule or a periodic trigger"
+    for job in jobs:
+        if job.schedule is not None:
+            minutes = str(job.schedule.quartz_cron_expression).split()[1]
+            assert minutes not in ("*", "0/1", "*/1"), "checkpoint scheduled every minute"
+        elif job.trigger is not None and job.trigger.periodic is not None:
+            periodic = job.trigger.periodic
+            assert str(periodic.unit).upper().endswith(("HOURS", "DAYS", "WEEKS")) or (
+                int(periodic.interval) >= 5)
+        else:
+            assert job.continuous is not None, "checkpoint needs a schedule"
+            for task in _tasks([job]):
+                assert task.python_wheel_task is not None
+                assert "--once" not in task.python_wheel_task.parameters, (
+                    "a continuous checkpoint job runs the periodic mode, not --once")
 
 
 def test_audit_runs_dbt() -> None:
@@ -217,3 +244,168 @@ def test_wheel_libraries_point_at_the_built_wheel() -> None:
             assert resolved == WHEELS, (f"{path.relative_to(ROOT)}: {key} library {whl!r} "
                                         f"resolves to {resolved}, not {WHEELS}")
 
+
+
+# --- one ledger, both flows, compute kinds, secrets, maintenance -------------------------------
+
+
+def _target_variables(target: str) -> dict[str, Any]:
+    bundle = _load(BUNDLE)
+    values = {name: spec.get("default", f"<required:{name}>")
+              for name, spec in bundle["variables"].items()}
+    values.update((bundle["targets"][target] or {}).get("variables") or {})
+    return values
+
+
+def _resolve(value: Any, variables: dict[str, Any]) -> Any:
+    """``${var.X}`` substituted (repeatedly, as the CLI does) in strings, lists and mappings."""
+    if isinstance(value, str):
+        for _ in range(5):
+            value = _VAR_FULL.sub(lambda m: str(variables[m.group(1)]), value)
+        return value
+    if isinstance(value, list):
+        return [_resolve(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: _resolve(v, variables) for k, v in value.items()}
+    return value
+
+
+_VAR_FULL = re.compile(r"\$\{var\.([A-Za-z0-9_-]+)\}")
+TARGETS = ("dev", "prod")
+
+
+def _resolved_jobs(target: str) -> dict[str, Job]:
+    variables = _target_variables(target)
+    return {key: Job.from_dict(_resolve(copy.deepcopy(spec), variables))
+            for key, (_, spec) in _merged_jobs().items()}
+
+
+def _option(parameters: list[str], name: str) -> str | None:
+    return parameters[parameters.index(name) + 1] if name in parameters else None
+
+
+def ledgers_of(jobs: dict[str, Job]) -> dict[str, set[str]]:
+    """Job key -> the ledger locations its tasks name (wheel tasks and dbt tasks)."""
+    found: dict[str, set[str]] = {}
+    for key, job in jobs.items():
+        for task in _tasks([job]):
+            if task.python_wheel_task is not None:
+                location = _option(list(task.python_wheel_task.parameters), "--ledger-location")
+                assert location, f"{key}.{task.task_key} does not pass --ledger-location"
+                found.setdefault(key, set()).add(location)
+            if task.dbt_task is not None:
+                commands = " ".join(task.dbt_task.commands)
+                schema = re.search(r"ledger_schema:\s*([A-Za-z0-9_]+)", commands)
+                assert schema, f"{key}.{task.task_key}: dbt does not set the ledger_schema var"
+                found.setdefault(key, set()).add(f"{task.dbt_task.catalog}.{schema.group(1)}")
+    return found
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_job_of_a_target_uses_one_ledger(target: str) -> None:
+    found = ledgers_of(_resolved_jobs(target))
+    assert set(found) == set(_merged_jobs()), "every job must name its ledger"
+    locations = set().union(*found.values())
+    variables = _target_variables(target)
+    assert locations == {f"{variables['catalog']}.{variables['schema']}"}, found
+
+
+def test_two_ledgers_in_a_target_are_detected() -> None:
+    jobs = _resolved_jobs("dev")
+    key, job = next((k, j) for k, j in jobs.items() if k.startswith("replicate"))
+    spec = job.as_dict()
+    params = spec["tasks"][0]["python_wheel_task"]["parameters"]
+    params[params.index("--ledger-location") + 1] = "main.somewhere_else"
+    jobs[key] = Job.from_dict(spec)
+    assert len(set().union(*ledgers_of(jobs).values())) == 2
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_both_flows_of_the_pair_deploy_from_one_target(target: str) -> None:
+    jobs = _resolved_jobs(target)
+    for entry_point in ("offset-ledger-replicate", "offset-ledger-checkpoint"):
+        flows = {_option(list(t.python_wheel_task.parameters), "--flow")
+                 for t in _tasks(list(jobs.values()))
+                 if t.python_wheel_task is not None
+                 and t.python_wheel_task.entry_point == entry_point}
+        assert flows == {"P->B", "B->P"}, (entry_point, flows)
+
+
+def test_compute_kinds_get_libraries_the_way_they_accept_them() -> None:
+    for key, job in _resolved_jobs("prod").items():
+        clusters = {c.job_cluster_key for c in job.job_clusters}
+        environments = {e.environment_key: e for e in job.environments}
+        for task in _tasks([job]):
+            where = f"{key}.{task.task_key}"
+            classic = task.job_cluster_key or task.existing_cluster_id or task.new_cluster
+            if classic:
+                assert task.job_cluster_key in clusters, where
+                assert task.environment_key is None, f"{where}: classic task with environment"
+                if task.python_wheel_task is not None:
+                    assert [lib.whl for lib in task.libraries if lib.whl], where
+            else:  # serverless
+                assert not task.libraries, f"{where}: serverless tasks take no libraries"
+                assert task.environment_key in environments, f"{where}: no environment"
+                spec = environments[task.environment_key].spec
+                assert spec is not None and spec.dependencies, where
+                assert spec.environment_version, f"{where}: no environment_version"
+
+
+def test_node_types_and_runtimes_come_from_variables() -> None:
+    for key, (_, spec) in _merged_jobs().items():
+        job = Job.from_dict(copy.deepcopy(spec))
+        for cluster in job.job_clusters:
+            assert str(cluster.new_cluster.node_type_id) == "${var.node_type_id}", key
+            assert str(cluster.new_cluster.spark_version) == "${var.spark_version}", key
+    assert _load(BUNDLE)["variables"]["spark_version"]["default"].startswith("17.")
+
+
+def test_python_311_and_312_environments() -> None:
+    versions = {str(_target_variables(t)["serverless_environment_version"]) for t in TARGETS}
+    assert "2" in versions, "no target runs the Python 3.11 serverless environment"
+    assert versions & {"3", "4"}, "no target runs a Python 3.12 serverless environment"
+    python = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert python == ">=3.11,<3.13"
+
+
+_SECRET_REF = re.compile(r"^\{\{secrets/[^/{}]+/[^/{}]+\}\}$")
+_SECRET_WORDS = ("password", "secret", "token", "jaas")
+
+
+def test_credentials_only_as_secret_references() -> None:
+    for target in TARGETS:
+        for key, job in _resolved_jobs(target).items():
+            for cluster in job.job_clusters:
+                for name, value in cluster.new_cluster.spark_env_vars.items():
+                    if any(w in name.lower() for w in (*_SECRET_WORDS, "username")):
+                        assert _SECRET_REF.match(str(value)), f"{key}: {name} is not a secret ref"
+    for path in [BUNDLE, *_included_files()]:
+        for line in path.read_text().splitlines():
+            key, _, value = line.split("#", 1)[0].partition(":")
+            value = value.strip().strip('"')
+            if any(w in key.lower() for w in _SECRET_WORDS) and key.strip() != "secret_scope":
+                assert value.startswith("{{secrets/") or not value, (
+                    f"{path.relative_to(ROOT)}: {line.strip()!r} writes a credential")
+
+
+def test_audit_dbt_task_runs_on_a_warehouse() -> None:
+    jobs = _parsed_jobs("audit")
+    dbt_tasks = [t for t in _tasks(jobs) if t.dbt_task is not None]
+    assert dbt_tasks
+    for task in dbt_tasks:
+        assert str(task.dbt_task.warehouse_id) == "${var.warehouse_id}"
+        project = str(task.dbt_task.project_directory)
+        resolved = Path(os.path.normpath(_job_file("audit").parent / project))
+        assert resolved == ROOT / "dbt" and (resolved / "dbt_project.yml").is_file()
+        assert task.environment_key, "dbt-databricks comes from the task's environment"
+
+
+def test_maintenance_job_is_scheduled() -> None:
+    jobs = _resolved_jobs("prod")
+    maintain = [(job, t) for job in jobs.values() for t in _tasks([job])
+                if t.python_wheel_task is not None
+                and t.python_wheel_task.entry_point == "offset-ledger"
+                and list(t.python_wheel_task.parameters)[:2] == ["ledger", "maintain"]]
+    assert len(maintain) == 1
+    job, _ = maintain[0]
+    assert job.schedule is not None and str(job.schedule.pause_status).endswith("UNPAUSED")

@@ -16,9 +16,10 @@ import datetime as dt
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from ledger.config import Config
-from ledger.schemas import OFFSET_SYNCS, OPERATIONS
+from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, OPERATIONS
 from ledger.tables import Ledger
 from pipelines.audit.dbt_runner import MARTS, build_marts, read_mart, resolve_as_of
 
@@ -52,6 +53,37 @@ def load_runs(spark: SparkSession, config: Config, *, as_of_version: int | None 
     as_of = resolve_as_of(ledger, as_of_version, as_of_timestamp)
     frame = ledger.read(OFFSET_SYNCS, version=as_of.get(OFFSET_SYNCS))
     return [r.asDict() for r in frame.orderBy("written_at", "batch_id").collect()]
+
+
+def load_operations(spark: SparkSession, config: Config, *, group: str | None = None,
+                    operation: str | None = None, as_of_version: int | None = None,
+                    as_of_timestamp: str | None = None) -> tuple[list[dict], list[dict]]:
+    """The operations (filtered like the marts) and the checkpoints of their own passes.
+
+    The checkpoints are read for the operations' groups and time windows only (pushed down to
+    Delta), so a report of one operation does not read the checkpoint history.
+    """
+    ledger = Ledger(spark, config.ledger_location)
+    as_of = resolve_as_of(ledger, as_of_version, as_of_timestamp)
+    frame = ledger.read(OPERATIONS, version=as_of.get(OPERATIONS))
+    if group:
+        frame = frame.where(F.col("group_id") == group)
+    if operation:
+        frame = frame.where(F.col("operation_id") == operation)
+    operations = [r.asDict() for r in frame.collect()]
+    windows = [(o["group_id"], o["started_at"], o["ready_at"]) for o in operations
+               if o.get("started_at") is not None and o.get("ready_at") is not None]
+    if not windows:
+        return operations, []
+    condition = None
+    for g, start, end in windows:
+        term = ((F.col("group_id") == g) & (F.col("checkpointed_at") >= start)
+                & (F.col("checkpointed_at") <= end))
+        condition = term if condition is None else condition | term
+    checkpoints = ledger.read(CHECKPOINTS, version=as_of.get(CHECKPOINTS)).where(condition)
+    return operations, [r.asDict() for r in checkpoints.select(
+        "group_id", "target_topic", "partition", "target_offset", "status", "reason",
+        "checkpointed_at").collect()]
 
 
 def _sql_str(value: str) -> str:

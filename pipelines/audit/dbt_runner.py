@@ -13,15 +13,21 @@ Invariants:
     * dbt's target and log folders, and the Delta tables of ``marts/audits``, go to a fresh
       temporary directory per invocation, so concurrent runs from one checkout (or from
       processes sharing a warehouse directory) never share files.
+    * The dbt project is the package data ``offset_ledger_dbt`` of the installed wheel (found
+      with ``importlib.resources``, also inside a zip such as ``--py-files``), or ``dbt/`` of a
+      source checkout (editable installs). It is copied into that temporary directory before
+      dbt runs, so an installed, read-only or zipped package works.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib.resources
 import json
 import os
 import tempfile
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +36,13 @@ from pyspark.sql import SparkSession
 from ledger.schemas import OPERATIONS, SCHEMAS
 from ledger.tables import Ledger, LedgerError
 
-DBT_PROJECT_DIR = Path(__file__).resolve().parents[2] / "dbt"
+DBT_PACKAGE = "offset_ledger_dbt"
+# A source checkout (editable install): dbt/ beside pipelines/ (no package of that name there).
+CHECKOUT_DBT_DIR = Path(__file__).resolve().parents[2] / "dbt"
 SOURCE_SCHEMA_ENV = "OFFSET_LEDGER_SOURCE_SCHEMA"
 DBT_SCHEMA_ENV = "OFFSET_LEDGER_DBT_SCHEMA"
 LOCATION_ROOT_ENV = "OFFSET_LEDGER_DBT_LOCATION_ROOT"
+AUDIT_DIR_ENV = "OFFSET_LEDGER_AUDIT_DIR"
 DEFAULT_SOURCE_SCHEMA = "offset_ledger"
 DEFAULT_DBT_SCHEMA = "offset_ledger_dbt"
 MARTS = ("forward_translations", "reverse_translations", "resume_audit",
@@ -110,6 +119,33 @@ def resolve_as_of(ledger: Ledger, as_of_version: int | None = None,
     return versions
 
 
+def dbt_project() -> Traversable:
+    """The dbt project: the installed package data, else the checkout's ``dbt/``."""
+    project: Traversable
+    try:
+        project = importlib.resources.files(DBT_PACKAGE)
+    except (ModuleNotFoundError, NotADirectoryError):
+        # An editable install maps the package onto dbt/ as a namespace without __init__.py,
+        # which importlib.resources cannot open: use the checkout's folder directly.
+        project = CHECKOUT_DBT_DIR
+    if not project.joinpath("dbt_project.yml").is_file():
+        raise LedgerError(f"the dbt project is missing: no dbt_project.yml in {project} "
+                          f"(reinstall offset-ledger; the wheel ships it as {DBT_PACKAGE})")
+    return project
+
+
+def _copy_tree(source: Traversable, target: Path) -> None:
+    """Copy a (possibly zipped) resource tree, skipping dbt's own output folders."""
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in source.iterdir():
+        if entry.name in ("target", "logs", "dbt_packages", "__pycache__", "__init__.py"):
+            continue
+        if entry.is_dir():
+            _copy_tree(entry, target / entry.name)
+        else:
+            (target / entry.name).write_bytes(entry.read_bytes())
+
+
 def invoke_dbt(command: str, *, select: str | None = None,
                variables: dict[str, Any] | None = None,
                extra_args: list[str] | None = None) -> DbtResult:
@@ -117,8 +153,10 @@ def invoke_dbt(command: str, *, select: str | None = None,
     from dbt.cli.main import dbtRunner
 
     work = Path(tempfile.mkdtemp(prefix="offset-ledger-dbt-"))
-    args = [command, "--project-dir", str(DBT_PROJECT_DIR),
-            "--profiles-dir", str(DBT_PROJECT_DIR), "--target", "local",
+    project_dir = work / "project"  # dbt wants a writable project folder: copy it
+    _copy_tree(dbt_project(), project_dir)
+    args = [command, "--project-dir", str(project_dir),
+            "--profiles-dir", str(project_dir), "--target", "local",
             "--target-path", str(work / "target"), "--log-path", str(work / "logs"),
             "--vars", json.dumps(variables or {}), "--quiet"]
     if select:
@@ -126,7 +164,9 @@ def invoke_dbt(command: str, *, select: str | None = None,
     args += extra_args or []
     os.environ.setdefault(DBT_SCHEMA_ENV, DEFAULT_DBT_SCHEMA)
     os.environ.setdefault("DO_NOT_TRACK", "1")  # no usage events: CI and clusters are offline
-    os.environ[LOCATION_ROOT_ENV] = str(work / "tables")
+    shared = os.environ.get(AUDIT_DIR_ENV)
+    os.environ[LOCATION_ROOT_ENV] = (f"{shared.rstrip('/')}/{work.name}/tables" if shared
+                                     else str(work / "tables"))
     result = dbtRunner().invoke(args)
     statuses: dict[str, str] = {}
     failures: list[str] = []

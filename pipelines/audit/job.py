@@ -4,8 +4,9 @@ Invariants:
     * Reads only: the ledger is never written (see :mod:`pipelines.audit.audit`).
     * ``--as-of-version N`` is a version of the ``operations`` table (every other table is read
       as of that commit's time); ``--as-of-timestamp T`` applies to every table.
-    * ``--format table`` (default) and ``json`` print to stdout; ``html`` writes a
-      self-contained report (``--output``, default ``offset-ledger-audit.html``).
+    * ``--format table`` (default, 120 columns: a summary per operation and its resume points;
+      ``--wide`` every mart) and ``json`` (the marts, for tools) print to stdout; ``html`` writes
+      a self-contained report (``--output``, default ``offset-ledger-audit.html``).
     * A missing ledger or a failing dbt model exits 2 with ``error: ...``.
 """
 
@@ -31,30 +32,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["table", "json", "html"], default="table")
     parser.add_argument("--output", default="offset-ledger-audit.html",
                         help="with --format html: the report file")
+    parser.add_argument("--wide", action="store_true",
+                        help="with --format table: every mart with its main columns")
     parser.add_argument("--build", action="store_true",
                         help="dbt build instead of dbt run: also run the data and unit tests")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from pipelines.audit.audit import jsonable, load_runs, run_audit
-    from pipelines.audit.report import format_tables, render_html
+    from pipelines.audit.audit import jsonable, load_operations, load_runs, run_audit
+    from pipelines.audit.report import format_tables, format_wide, render_html
+    from pipelines.audit.summary import summarize
     from pipelines.spark import get_spark
 
     spark = get_spark("offset-ledger-audit")
     when = {"as_of_version": getattr(args, "as_of_version", None),
             "as_of_timestamp": getattr(args, "as_of_timestamp", None)}
-    marts = run_audit(spark, config, group=getattr(args, "group", None),
-                      operation=getattr(args, "operation", None),
-                      build=getattr(args, "build", False), **when)
+    which = {"group": getattr(args, "group", None),
+             "operation": getattr(args, "operation", None)}
+    marts = run_audit(spark, config, build=getattr(args, "build", False), **which, **when)
     fmt = getattr(args, "format", "table")
     if fmt == "json":
         print(json.dumps(jsonable(marts), indent=2))
-    elif fmt == "html":
+        return 0
+    if fmt == "table" and getattr(args, "wide", False):
+        print(format_wide(marts))
+        return 0
+    operations, checkpoints = load_operations(spark, config, **which, **when)
+    summaries = summarize(operations, marts, checkpoints)
+    if fmt == "html":
         output = Path(getattr(args, "output", "offset-ledger-audit.html"))
-        output.write_text(render_html(marts, load_runs(spark, config, **when)))
+        scope = "".join(f", {k} {v}" for k, v in which.items() if v)
+        scope += "".join(f", as of {k.removeprefix('as_of_')} {v}" for k, v in when.items()
+                         if v is not None)
+        output.write_text(render_html(summaries, load_runs(spark, config, **when),
+                                      scope=scope))
         print(f"wrote {output}")
     else:
-        print(format_tables(marts))
+        print(format_tables(summaries))
     return 0
 
 

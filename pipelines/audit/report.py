@@ -1,18 +1,22 @@
-"""Text tables and a self-contained HTML report of the audit marts.
+"""The audit as text tables and as a self-contained HTML report.
 
 Invariants:
-    * The HTML report needs no network and no plotting library: one hand-written inline SVG per
-      flow partition (upstream and downstream run ends over time, failover/failback marked,
-      resume points drawn), then every mart as a plain HTML table.
-    * Every value is HTML-escaped.
+    * ``--format table`` fits 120 columns: per operation a summary and its resume points;
+      ``wide=True`` prints every mart with its main columns instead.
+    * The HTML report is one file that opens offline: Jinja2 template (package data, found with
+      :class:`jinja2.PackageLoader`), summary cards first, then per operation its resume points,
+      then one inline-SVG chart per flow partition (:mod:`pipelines.audit.charts`). No script,
+      no external URL. Every value is HTML-escaped by the template (autoescape).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 from collections import defaultdict
 from typing import Any
+
+from pipelines.audit import summary as sm
+from pipelines.audit.summary import OperationSummary
 
 TABLE_COLUMNS = {
     "forward_translations": ["flow", "group_id", "source_topic", "partition_id",
@@ -44,8 +48,8 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def format_tables(marts: dict[str, list[dict[str, Any]]]) -> str:
-    """Each mart as an aligned text table (its main columns)."""
+def format_wide(marts: dict[str, list[dict[str, Any]]]) -> str:
+    """Each mart as an aligned text table (its main columns): ``audit --format table --wide``."""
     out: list[str] = []
     for mart, rows in marts.items():
         out.append(f"== {mart} ({len(rows)} rows)")
@@ -59,96 +63,90 @@ def format_tables(marts: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(out)
 
 
-def _svg(title: str, runs: list[dict[str, Any]], operations: list[dict[str, Any]],
-         points: list[dict[str, Any]]) -> str:
-    width, height, pad = 720, 260, 48
-    times = [r["written_at"] for r in runs] + [o["started_at"] for o in operations]
-    times += [p["written_at"] for p in points]
-    offsets = [r["upstream_offset"] + r["length"] for r in runs]
-    offsets += [r["downstream_offset"] + r["length"] for r in runs]
-    offsets += [p["offset"] for p in points] + [0]
-    t0, t1 = min(times), max(times)
-    span = max((t1 - t0).total_seconds(), 1.0)
-    top = max(max(offsets), 1)
-
-    def x(t: dt.datetime) -> float:
-        return pad + (width - 2 * pad) * (t - t0).total_seconds() / span
-
-    def y(v: float) -> float:
-        return height - pad - (height - 2 * pad) * v / top
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'role="img"><title>{html.escape(title)}</title>',
-             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff" '
-             'stroke="#ccc"/>',
-             f'<text x="{pad}" y="18" font-size="13">{html.escape(title)}</text>',
-             f'<text x="4" y="{y(top) + 4:.1f}" font-size="10">{top}</text>',
-             f'<text x="4" y="{y(0) + 4:.1f}" font-size="10">0</text>',
-             f'<line x1="{pad}" y1="{y(0):.1f}" x2="{width - pad}" y2="{y(0):.1f}" '
-             'stroke="#999"/>']
-    for key, color, label in (("upstream", "#1f77b4", "upstream end u+n"),
-                              ("downstream", "#ff7f0e", "downstream end d+n")):
-        pts = " ".join(f"{x(r['written_at']):.1f},{y(r[key + '_offset'] + r['length']):.1f}"
-                       for r in runs)
-        parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" '
-                     'stroke-width="2"/>')
-        parts += [f'<circle cx="{x(r["written_at"]):.1f}" '
-                  f'cy="{y(r[key + "_offset"] + r["length"]):.1f}" r="2.5" fill="{color}"/>'
-                  for r in runs]
-        legend_y = 34 if key == "upstream" else 48
-        parts.append(f'<text x="{width - 200}" y="{legend_y}" font-size="11" '
-                     f'fill="{color}">{label}</text>')
-    for op in operations:
-        color = "#d62728" if op["kind"] == "failover" else "#2ca02c"
-        xo = x(op["started_at"])
-        parts.append(f'<line x1="{xo:.1f}" y1="{pad - 10}" x2="{xo:.1f}" y2="{y(0):.1f}" '
-                     f'stroke="{color}" stroke-dasharray="4,3"/>')
-        parts.append(f'<text x="{xo + 3:.1f}" y="{pad - 12}" font-size="11" fill="{color}">'
-                     f'{html.escape(op["kind"])} {html.escape(str(op["operation_id"]))}</text>')
-    for p in points:
-        parts.append(f'<rect x="{x(p["written_at"]) - 4:.1f}" y="{y(p["offset"]) - 4:.1f}" '
-                     'width="8" height="8" fill="#9467bd"><title>'
-                     f'resume point {html.escape(str(p["label"]))}</title></rect>')
-    parts.append(f'<text x="{width - 200}" y="62" font-size="10" fill="#9467bd">'
-                 '&#9632; resume points</text></svg>')
-    return "".join(parts)
 
 
-def render_html(marts: dict[str, list[dict[str, Any]]], runs: list[dict[str, Any]],
-                title: str = "offset-ledger audit") -> str:
-    """A standalone HTML report: plots per flow partition, then every mart as a table."""
-    audit = marts.get("resume_audit", [])
-    operations = {r["operation_id"]: {"operation_id": r["operation_id"],
-                                      "kind": r["operation_kind"],
-                                      "started_at": r["started_at"]}
-                  for r in audit if r.get("started_at") is not None}
+def _overall(summaries: list[OperationSummary]) -> tuple[bool, str]:
+    translated = sum(s.translated for s in summaries)
+    matched = sum(s.matched for s in summaries)
+    ok = matched == translated
+    head = "Everything matched" if ok else "MISMATCH"
+    return ok, (f"{head}: {matched} of {translated} resume points in {len(summaries)} "
+                f"operation(s) match re-translation at the recorded ledger versions")
+
+
+def format_tables(summaries: list[OperationSummary]) -> str:
+    """Per operation, a summary and its resume points, in at most 120 columns."""
+    if not summaries:
+        return "no failover or failback operation in this ledger"
+    out = [_overall(summaries)[1], ""]
+    for i, s in enumerate(summaries, 1):
+        out.append(f"{i}. {s.kind} {s.group_id} {s.from_cluster} -> {s.to_cluster}  "
+                   f"started {sm.human_time(s.started_at)}, ready in "
+                   f"{sm.human_seconds(s.seconds_to_ready)}  [{s.operation_id}]")
+        out.append(f"   {'OK' if s.all_match else 'MISMATCH'}: {s.verdict}")
+        out.append(f"   subscribe on {s.to_cluster}: {', '.join(s.subscribe_topics) or '-'}")
+        if s.saved is not None:
+            out.append(f"   reverse checkpointing saved {sm.human_int(s.saved)} re-read "
+                       f"record(s) ({sm.human_int(s.duplicates_with)} with it, "
+                       f"{sm.human_int(s.duplicates_without)} without)")
+        for u in s.untouched:
+            out.append(f"   untouched {u.topic}[{u.partition}]: {u.reason}"[:120])
+        if s.resume_points:
+            header = (f"   {'cluster:topic[p]':<34} {'before':>10} {'written':>10} "
+                      f"{'from (source offset)':<34} {'run (u,d,n)':<22} ok")
+            out.append(header)
+            for r in s.resume_points:
+                where = f"{r['cluster']}:{r['topic']}[{r['partition_id']}]"
+                if r.get("source_offset") is not None:
+                    source = (f"{r['source_cluster']}:{r['source_topic']} "
+                              f"{sm.human_int(r['source_offset'])}")
+                    run = (f"{sm.human_int(r.get('run_upstream_offset'))},"
+                           f"{sm.human_int(r.get('run_downstream_offset'))},"
+                           f"{sm.human_int(r.get('run_length'))}")
+                    ok = "yes" if r.get("matches_retranslation") else "NO"
+                else:
+                    source, run, ok = "log start (never read here)", "-", "-"
+                out.append(f"   {where[:34]:<34} {sm.human_int(r.get('previous_offset')):>10} "
+                           f"{sm.human_int(r['resume_offset']):>10} {source[:34]:<34} "
+                           f"{run[:22]:<22} {ok}")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def charts(summaries: list[OperationSummary], runs: list[dict[str, Any]]) -> list[str]:
+    """One SVG per flow partition with runs, the operations, and its resume points."""
+    from pipelines.audit.charts import partition_chart
+
     by_partition: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for run in runs:
         by_partition[(run["flow"], run["topic"], run["replica_topic"],
                       run["partition"])].append(run)
-    body = [f"<h1>{html.escape(title)}</h1>",
-            "<p>Blue: upstream end of each run (u+n) on the original topic; orange: downstream "
-            "end (d+n) on the replica; dashed lines: failover (red) and failback (green); "
-            "squares: offsets written into groups (resume points) on either topic.</p>"]
+    operations = [{"label": f"{i}. {s.kind} {s.group_id}", "kind": s.kind,
+                   "started_at": s.started_at} for i, s in enumerate(summaries, 1)]
+    out = []
     for (flow, topic, replica, partition), part_runs in sorted(by_partition.items()):
+        flow_source, flow_target = flow.split("->")
         points = [{"written_at": r["written_at"], "offset": r["resume_offset"],
-                   "label": f"{r['group_id']} {r['cluster']}:{r['topic']} = "
-                            f"{r['resume_offset']}"}
-                  for r in audit if r.get("partition_id") == partition
-                  and r.get("topic") in (topic, replica) and r.get("written_at") is not None]
-        body.append(_svg(f"{flow} {topic} -> {replica} partition {partition}", part_runs,
-                         list(operations.values()), points))
-    for mart, rows in marts.items():
-        body.append(f"<h2>{html.escape(mart)} ({len(rows)} rows)</h2>")
-        if not rows:
-            continue
-        columns = list(rows[0])
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-        cells = "".join("<tr>" + "".join(f"<td>{html.escape(_text(r.get(c)))}</td>"
-                                         for c in columns) + "</tr>" for r in rows)
-        body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>")
-    style = ("body{font-family:sans-serif;margin:1em}svg{display:block;margin:1em 0}"
-             "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
-             "padding:2px 6px}")
-    return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
-            f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
+                   "label": f"{r['group_id']}: {r['resume_offset']:,}"}
+                  for s in summaries for r in s.resume_points
+                  if r.get("partition_id") == partition and r.get("written_at") is not None
+                  and ((r["cluster"], r["topic"]) in ((flow_source, topic),
+                                                       (flow_target, replica)))]
+        out.append(partition_chart(f"{flow}: {topic}[{partition}] -> {replica}[{partition}]",
+                                   part_runs, operations, points))
+    return out
+
+
+def render_html(summaries: list[OperationSummary], runs: list[dict[str, Any]],
+                title: str = "offset-ledger audit", scope: str = "") -> str:
+    """The self-contained HTML report."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("pipelines.audit", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    all_match, overall = _overall(summaries) if summaries else (False, "")
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return env.get_template("report.html.j2").render(
+        title=title, subtitle=f"generated {generated}{scope}", summaries=summaries,
+        all_match=all_match, overall=overall, scope=scope, charts=charts(summaries, runs),
+        human_time=sm.human_time, human_seconds=sm.human_seconds, human_int=sm.human_int)

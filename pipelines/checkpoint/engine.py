@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -152,18 +152,25 @@ class Checkpointer:
                 for flow, topics in by_flow.items()}
 
     def plan(self, flow_name: str, *, groups: list[str] | None = None,
-             allow_unreachable_source: bool = False) -> CheckpointPlan:
-        """Observe and translate; decide the offset writes; write nothing anywhere."""
+             allow_unreachable_source: bool = False,
+             recorded_commits: bool = False) -> CheckpointPlan:
+        """Observe and translate; decide the offset writes; write nothing anywhere.
+
+        ``recorded_commits`` (a disaster declared with ``--disaster``): S is not contacted and
+        ``groups`` resume from the last commits ``group_offsets`` recorded.
+        """
         flow = self.config.flow(flow_name)
         now = utcnow()
         result = CheckpointResult(uuid.uuid4().hex, flow.name)
         source_cluster = self.config.cluster(flow.source)
         try:
+            if recorded_commits:
+                raise kafka_admin.KafkaAdminError(f"cluster {flow.source} declared lost")
             kafka_admin.check_reachable(source_cluster, timeout=5.0)
             group_ids = groups if groups is not None else self.groups_on(flow, flow.source)
             commits, states = self.observe(flow.source, group_ids)
         except kafka_admin.KafkaAdminError:
-            if not allow_unreachable_source or groups is None:
+            if not (allow_unreachable_source or recorded_commits) or groups is None:
                 raise
             log.warning("cluster %s unreachable: using the last recorded commits", flow.source)
             result.source_live = False
@@ -188,9 +195,13 @@ class Checkpointer:
                              **{(flow.target, g): st for g, st in target_states.items()}}
         return CheckpointPlan(flow, result, target_commits, states_by_cluster, now)
 
-    def commit(self, plan: CheckpointPlan, *, sync: bool, operation_id: str | None = None,
+    def commit(self, plan: CheckpointPlan, *, sync: bool,
+               operation_id: str | Mapping[str, str] | None = None,
                reason: str = "group_offset_sync", strict: bool = False) -> CheckpointResult:
-        """Record a plan in the ledger and, with ``sync``, write its offsets on the target."""
+        """Record a plan in the ledger and, with ``sync``, write its offsets on the target.
+
+        ``operation_id`` may map each group to its own operation (several groups, one pass).
+        """
         result, flow = plan.result, plan.flow
         observed = (result.source_commits if result.source_live else []) + plan.target_commits
         # Two tables, two independent Delta commits: run them side by side.
@@ -200,6 +211,10 @@ class Checkpointer:
                 self.ledger.append(CHECKPOINTS, self.spark.createDataFrame(
                     result.checkpoints, CHECKPOINTS_SCHEMA))
             observations.result()
+        if self.config.emit_mm2_checkpoints and result.checkpoints:
+            from pipelines.mm2 import emit as mm2_emit
+
+            mm2_emit.write_checkpoints(self.config, flow.source, flow.target, result.checkpoints)
         result.versions.update({CHECKPOINTS: self.ledger.version(CHECKPOINTS),
                                 GROUP_OFFSETS: self.ledger.version(GROUP_OFFSETS)})
         result.writes, result.skipped = [], []
@@ -237,7 +252,8 @@ class Checkpointer:
                            strict=strict)
 
     def _sync(self, flow: FlowConfig, result: CheckpointResult, target_commits: list[Commit],
-              operation_id: str | None, reason: str, strict: bool, now: dt.datetime) -> None:
+              operation_id: str | Mapping[str, str] | None, reason: str, strict: bool,
+              now: dt.datetime) -> None:
         target = self.config.cluster(flow.target)
         existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
         writes, skipped = decide_offset_writes(result.checkpoints, existing)
@@ -257,7 +273,9 @@ class Checkpointer:
                 continue
             result.writes.extend(group_writes)
         result.resume_points = [
-            resume_point_row(w, operation_id=operation_id, reason=reason, cluster=flow.target,
+            resume_point_row(w, operation_id=operation_id.get(w.group_id)
+                             if isinstance(operation_id, Mapping) else operation_id,
+                             reason=reason, cluster=flow.target,
                              checkpoints_version=result.versions[CHECKPOINTS], now=now)
             for w in result.writes]
         if result.resume_points:

@@ -14,12 +14,12 @@ import time
 
 from ledger.config import Config
 from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
-from pipelines.cli import job_main
+from pipelines.cli import add_flow_arguments, job_main
 from pipelines.spark import get_spark
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--flow", required=True, help="S->T: groups on S checkpointed toward T")
+    add_flow_arguments(parser, "S->T: groups on S checkpointed toward T")
     parser.add_argument("--once", action="store_true", help="one pass, then exit")
     parser.add_argument("--group", action="append", help="only this group (repeatable)")
     sync = parser.add_mutually_exclusive_group()

@@ -1,13 +1,16 @@
-"""``offset-ledger failover|failback --group G --from X --to Y``: move a group between clusters.
+"""``offset-ledger failover|failback --group G [...] --from X --to Y``: move groups.
 
 Sequence (seconds, not MM2's 2 x (emit + sync intervals))::
 
     consumers of G stop
-      -> check G has no active members on X and Y        (GroupActiveError otherwise)
-      -> wait until offset_syncs cover X's end offsets    (bounded by --timeout; progress shown)
+      -> X answers (else: error; a lost X is declared with --disaster, never inferred)
+      -> G has no active members on X and Y              (GroupActiveError otherwise)
+      -> [--cutoff] producers stopped, G read everything on X
+      -> wait until the runs cover G's committed offsets  (--catch-up replicates until then;
+         --cutoff: the end offsets); the rest keeps replicating and G reads it on Y
       -> checkpoint G now: forward and reverse translations, recorded in the ledger
       -> write G's offsets on Y (never rewinding), recorded as resume points
-      -> record the operation with the ledger versions used
+      -> record one operation per group, all with the same ledger versions
       -> print the topics to subscribe to on Y and the offsets G resumes from
 
 Invariants:
@@ -15,14 +18,17 @@ Invariants:
     * An untranslatable partition is reported, never replaced by a guessed offset: the
       operation fails (exit 4) unless ``--allow-untranslatable`` is given, and even then no
       offset is written for that partition.
-    * If X is unreachable (a disaster), the last commits recorded in the ledger are used and
-      the wait is skipped: everything replicated before X stopped is resumed from.
+    * Disaster mode only with ``--disaster``: X is not contacted and the last commits recorded
+      in the ledger are used. An unreachable X, a failed authentication or a bad configuration
+      without it is an error (exit 2), never a disaster.
+    * Under IdentityReplicationPolicy (one-way, prefixless) failback is refused: replication
+      must be reconfigured in the reverse direction first.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import re
 import sys
 import time
 import uuid
@@ -38,17 +44,24 @@ from ledger.schemas import (
     OFFSET_SYNCS,
     OPERATIONS,
     OPERATIONS_SCHEMA,
-    REPLICATION_PROGRESS,
     RESUME_POINTS,
     RESUME_POINTS_SCHEMA,
 )
-from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines import kafka_admin
 from pipelines.checkpoint.compute import OffsetWrite
-from pipelines.checkpoint.engine import Checkpointer, CheckpointResult, resume_point_row, utcnow
-from pipelines.checkpoint.mapping import subscribe_topics
+from pipelines.checkpoint.engine import (
+    Checkpointer,
+    CheckpointPlan,
+    CheckpointResult,
+    resume_point_row,
+    utcnow,
+)
+from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
 from pipelines.checkpoint.report import render, translation_rows
+from pipelines.failover import cutoff as cutoffs
+from pipelines.failover.readiness import Coverage, Gap, Need, needs_for, replication_lag
+from pipelines.failover.result import OperationResult, print_result
 from pipelines.spark import get_spark
 
 
@@ -60,41 +73,44 @@ class UntranslatableError(OffsetLedgerError):
     exit_code = 4
 
 
-@dataclass
-class OperationResult:
-    operation_id: str
-    kind: str
-    group: str
-    source: str
-    target: str
-    subscribe: list[str]
-    checkpoint: CheckpointResult
-    start_writes: list[OffsetWrite]
-    seconds_to_ready: float
-    dry_run: bool
+class SourceUnreachableError(OffsetLedgerError):
+    """The source did not answer and no disaster was declared."""
 
-    def as_dict(self) -> dict:
-        return {
-            "operation_id": self.operation_id, "kind": self.kind, "group": self.group,
-            "from": self.source, "to": self.target, "dry_run": self.dry_run,
-            "subscribe": self.subscribe, "seconds_to_ready": round(self.seconds_to_ready, 3),
-            "translations": translation_rows(self.checkpoint.checkpoints),
-            "offsets_written": [
-                {"topic": w.topic, "partition": w.partition, "offset": w.offset,
-                 "previous_offset": w.previous_offset}
-                for w in self.checkpoint.writes + self.start_writes],
-            "ledger_versions": self.checkpoint.versions,
-        }
+
+@dataclass(frozen=True)
+class MoveOptions:
+    """How to move: the command line's switches, frozen."""
+
+    timeout: float = 120.0
+    catch_up: bool = False
+    cutoff: bool = False
+    disaster: bool = False
+    dry_run: bool = False
+    allow_untranslatable: bool = False
+    quiet_s: float = 5.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--group", required=True)
+    parser.add_argument("--group", action="append", default=[], metavar="G",
+                        help="the consumer group to move (repeat for several)")
+    parser.add_argument("--group-regex", metavar="RE",
+                        help="also every group on --from whose id matches RE entirely")
     parser.add_argument("--from", dest="source", required=True, help="cluster alias")
     parser.add_argument("--to", dest="target", required=True, help="cluster alias")
     parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds to wait for replication to catch up (default 120)")
+                        help="seconds to wait for replication (and, with --cutoff, for the "
+                             "groups to drain) (default 120)")
     parser.add_argument("--catch-up", action="store_true",
-                        help="run one replication pass of the flows involved first")
+                        help="replicate the flows involved until the runs cover what the "
+                             "groups committed (no separate replicate job needed)")
+    parser.add_argument("--cutoff", action="store_true",
+                        help="controlled failover with a cutoff: refuse while producers write, "
+                             "wait until the groups read everything, cover the end offsets")
+    parser.add_argument("--quiet-seconds", dest="quiet_s", type=float, default=5.0,
+                        help="with --cutoff: how long end offsets must stay still (default 5)")
+    parser.add_argument("--disaster", action="store_true",
+                        help="the source is gone: do not contact it, resume from the last "
+                             "commits recorded in the ledger")
     parser.add_argument("--dry-run", action="store_true", help="print, write nothing")
     parser.add_argument("--allow-untranslatable", action="store_true",
                         help="proceed when some partitions cannot be translated (none written)")
@@ -106,207 +122,306 @@ def _progress(message: str) -> None:
 
 
 class Mover:
-    """Failover and failback of one group."""
+    """Failover and failback of one or several groups, in one Spark session."""
 
     def __init__(self, spark, config: Config):
         self.spark = spark
         self.config = config
         self.ledger = Ledger(spark, config.ledger_location)
         self.checkpointer = Checkpointer(spark, config, self.ledger)
+        self.coverage = Coverage(config, self.ledger)
 
-    def check_inactive(self, group: str, source: str, target: str) -> bool:
-        """Raise if G is active anywhere; return whether the source answered."""
-        source_live = True
+    # --- checks ----------------------------------------------------------------------------
+
+    def check_flow(self, kind: str, source: str, target: str):
+        if kind == "failback" and self.config.prefixless:
+            raise OffsetLedgerError(
+                f"failback {source} -> {target} is not possible under "
+                "IdentityReplicationPolicy: replicas keep their topics' names, so what "
+                f"producers wrote on {source} cannot be told from what was replicated there, and "
+                f"nothing replicates {source} -> {target}. Reconfigure the replication in the "
+                f"reverse direction first (disable {target}->{source}, enable "
+                f"{source}->{target}, `offset-ledger replicate --flow '{source}->{target}'` "
+                f"until caught up), then `offset-ledger failover --from {source} --to {target} "
+                "--cutoff`")
+        return self.config.flow(source, target)
+
+    def check_source(self, source: str, options: MoveOptions) -> bool:
+        """Whether the source is to be contacted; an unreachable one is an error."""
+        if options.disaster:
+            if options.cutoff:
+                raise OffsetLedgerError("--cutoff needs the source cluster; --disaster declares "
+                                        "it lost: give one of them")
+            print(f"disaster mode (--disaster): {source} is not contacted; groups resume from "
+                  "the last commits recorded in the ledger", file=sys.stderr)
+            return False
         try:
-            kafka_admin.check_reachable(self.config.cluster(source), timeout=5.0)
-            kafka_admin.ensure_inactive(self.config.cluster(source), group)
-        except kafka_admin.KafkaAdminError:
-            source_live = False
-            print(f"warning: cluster {source} is unreachable: disaster mode, resuming from the "
-                  "last commits recorded in the ledger", file=sys.stderr)
-        kafka_admin.ensure_inactive(self.config.cluster(target), group)
-        return source_live
+            kafka_admin.check_reachable(self.config.cluster(source), timeout=10.0)
+        except kafka_admin.KafkaAdminError as exc:
+            raise SourceUnreachableError(
+                f"{exc}; nothing was written. If {source} is lost, fail over from the last "
+                "commits recorded in the ledger with --disaster; an authentication or "
+                "configuration error is fixed in the configuration") from None
+        return True
 
-    def wait_for_replication(self, group: str, source: str, target: str,
-                             timeout: float) -> None:
-        """Block until the runs cover the end offsets of every topic G needs translated."""
-        flow = self.config.flow(source, target)
-        commits, _ = self.checkpointer.observe(source, [group])
-        mappings = self.checkpointer.mappings(flow, {c.topic for c in commits})
-        needed: dict[tuple[str, str], set[int]] = {}
-        for c in commits:
-            if c.topic in mappings:
-                m = mappings[c.topic]
-                needed.setdefault((m.sync_flow, m.sync_topic), set()).add(c.partition)
-        if not needed:
-            return
-        ends: dict[tuple[str, str, int], int] = {}
-        for (sync_flow, topic), partitions in needed.items():
-            cluster = self.config.cluster(sync_flow.split("->")[0])
-            marks = kafka_admin.watermarks(cluster, topic, max(partitions) + 1)
-            ends.update({(sync_flow, topic, p): marks[p][1] for p in partitions})
-        deadline = time.monotonic() + timeout
+    def resolve_groups(self, groups: list[str], regex: str | None, source: str,
+                       live: bool) -> list[str]:
+        out = list(dict.fromkeys(groups))
+        if regex:
+            try:
+                pattern = re.compile(regex)
+            except re.error as exc:
+                raise OffsetLedgerError(f"--group-regex {regex!r}: {exc}") from None
+            if live:
+                known = [g.group_id for g in kafka_admin.list_groups(self.config.cluster(source))]
+            else:
+                known = self.recorded_groups(source)
+            out += sorted(g for g in known if pattern.fullmatch(g) and g not in out)
+        if not out:
+            raise OffsetLedgerError("no group to move: give --group G (repeatable) or a "
+                                    "--group-regex that matches groups on " + source)
+        return out
+
+    def recorded_groups(self, source: str) -> list[str]:
+        """Groups whose commits on ``source`` the ledger recorded (a lost source's groups)."""
+        rows = (self.ledger.read(GROUP_OFFSETS).where(F.col("cluster") == source)
+                .select("group_id").distinct().collect())
+        return sorted(r["group_id"] for r in rows)
+
+    def wait_for_replication(self, needs: list[Need], options: MoveOptions) -> None:
+        """Block until the runs cover ``needs``; with --catch-up, replicate until they do."""
+        deadline = time.monotonic() + options.timeout
         while True:
-            behind = self._behind(ends)
-            if not behind:
+            gaps = self.coverage.gaps(needs)
+            if not gaps:
                 if sys.stderr.isatty():
-                    _progress("replication caught up".ljust(70) + "\n")
+                    _progress("replication covers the groups' offsets".ljust(70) + "\n")
                 return
-            lag = sum(end - got for _, got, end in behind)
-            _progress(f"waiting for replication: {len(behind)} partition(s), {lag} record(s) "
-                      "behind")
-            if time.monotonic() > deadline:
+            _progress(f"waiting for replication: {len(gaps)} partition(s), "
+                      f"{sum(g.records for g in gaps)} record(s) to cover")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 print(file=sys.stderr)
-                detail = ", ".join(f"{k[0]} {k[1]}[{k[2]}] at {got}/{end}"
-                                   for k, got, end in behind[:5])
+                detail = ", ".join(g.describe() for g in gaps[:5])
                 raise ReplicationLagError(
-                    f"replication has not caught up within {timeout:.0f}s ({detail}); run "
-                    "`offset-ledger replicate --flow ...`, pass --catch-up, or raise --timeout")
-            time.sleep(0.5)  # polling the ledger for a condition, with a deadline
+                    f"replication has not caught up within {options.timeout:.0f}s ({detail}); "
+                    "run `offset-ledger replicate --flow ...`, pass --catch-up, or raise "
+                    "--timeout")
+            if options.catch_up and not options.dry_run:
+                self.catch_up(gaps, remaining)
+            else:
+                time.sleep(0.5)  # polling the ledger for a condition, with a deadline
 
-    def _behind(self, ends: dict[tuple[str, str, int], int]) -> list:
-        """``[(key, replicated_up_to, end)]`` for every partition replication has not reached.
-
-        ``replication_progress`` (one small row per partition) answers first; the runs in
-        ``offset_syncs`` are read only for partitions it does not show as caught up.
-        """
-        flows = sorted({f for f, _, _ in ends})
-        progress = {}
-        if self.ledger.exists(REPLICATION_PROGRESS):
-            rows = self.ledger.read(REPLICATION_PROGRESS).where(
-                F.col("flow").isin(flows)).select(
-                "flow", "topic", "partition", "next_upstream_offset").collect()
-            progress = {(r["flow"], r["topic"], r["partition"]): r["next_upstream_offset"]
-                        for r in rows if r["next_upstream_offset"] is not None}
-        pending = {k: e for k, e in ends.items() if progress.get(k, -1) < e}
-        behind = []
-        stores: dict[str, OffsetSyncStore] = {}
-        for key, end in pending.items():
-            sync_flow, topic, partition = key
-            if sync_flow not in stores:
-                topics = {t for f, t, _ in pending if f == sync_flow}
-                stores[sync_flow] = OffsetSyncStore.load(self.ledger, sync_flow, topics=topics)
-            got = max(stores[sync_flow].upstream_end(topic, partition) or 0,
-                      progress.get(key, 0))
-            if got < end:
-                behind.append((key, got, end))
-        return behind
-
-    def catch_up(self, source: str, target: str) -> None:
+    def catch_up(self, gaps: list[Gap], timeout: float) -> None:
         from pipelines.replicate.job import replicate_once
 
-        flows = {f"{source}->{target}"}
-        if any(f.source == target and f.target == source and f.enabled
-               for f in self.config.flows):
-            flows.add(f"{target}->{source}")
-        for flow in sorted(flows):
+        forward: dict[str, dict[tuple[str, int], int]] = {}
+        whole: set[str] = set()
+        for g in gaps:
+            n = g.need
+            if n.direction == FORWARD:
+                forward.setdefault(n.sync_flow, {})[(n.topic, n.partition)] = n.offset
+            else:  # a replica offset: replicate that flow as far as its source holds now
+                whole.add(n.sync_flow)
+        for flow in sorted(whole):
             replicate_once(self.spark, self.config, flow)
+        for flow, until in sorted(forward.items()):
+            replicate_once(self.spark, self.config, flow, until=until,
+                           until_timeout_s=max(1.0, timeout))
 
-    def start_offsets(self, group: str, target: str, subscribe: list[str],
-                      written: set[tuple[str, int]]) -> list[OffsetWrite]:
-        """Offsets at the log start for subscribed topics where G has nothing on the target.
+    # --- the move --------------------------------------------------------------------------
 
-        Such a topic holds only what producers wrote on the target cluster itself, which G has
-        never read: it starts at the beginning, whatever its ``auto.offset.reset``.
+    def move(self, kind: str, group: str, source: str, target: str, *,
+             timeout: float = 120.0, catch_up: bool = False, dry_run: bool = False,
+             allow_untranslatable: bool = False, cutoff: bool = False,
+             disaster: bool = False) -> OperationResult:
+        """One group: :meth:`move_groups` with a single group."""
+        options = MoveOptions(timeout=timeout, catch_up=catch_up, cutoff=cutoff,
+                              disaster=disaster, dry_run=dry_run,
+                              allow_untranslatable=allow_untranslatable)
+        return self.move_groups(kind, [group], source, target, options)[0]
+
+    def move_groups(self, kind: str, groups: list[str], source: str, target: str,
+                    options: MoveOptions, group_regex: str | None = None,
+                    ) -> list[OperationResult]:
+        started_mono, started = time.monotonic(), utcnow()
+        flow = self.check_flow(kind, source, target)
+        live = self.check_source(source, options)
+        groups = self.resolve_groups(groups, group_regex, source, live)
+        self.ledger.require() if options.dry_run else self.ledger.init()
+        source_cluster, target_cluster = self.config.cluster(source), self.config.cluster(target)
+        for group in groups:
+            kafka_admin.ensure_inactive(target_cluster, group)
+        ends = None
+        if live:
+            commits, _ = self.checkpointer.observe(source, groups)
+            mappings = self.checkpointer.mappings(flow, {c.topic for c in commits})
+            if options.cutoff:
+                parts = cutoffs.partitions_of(source_cluster, set(mappings))
+                ends = cutoffs.check_producers_stopped(source_cluster, parts, options.quiet_s)
+                cutoffs.wait_for_groups_to_drain(source_cluster, groups, ends, options.timeout)
+                commits, _ = self.checkpointer.observe(source, groups)
+            for group in groups:
+                kafka_admin.ensure_inactive(source_cluster, group)
+            needs = needs_for(commits, mappings, ends)
+            self.wait_for_replication(needs, options)
+            lag = replication_lag(self.config, self.ledger, needs)
+        else:
+            lag = 0
+        plan = self.checkpointer.plan(flow.name, groups=groups, recorded_commits=not live)
+        self.check_plan(plan, groups, source, live, options)
+        latest = options.cutoff and self.config.prefixless
+        operation_ids = {g: f"{kind}-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+                         for g in groups}
+        subscribe = {g: subscribe_topics(self.config, flow, {
+            c.topic for c in plan.result.source_commits if c.group_id == g}) for g in groups}
+        mode = "disaster" if not live else "cutoff" if options.cutoff else "continuous"
+        if options.dry_run:
+            result = plan.result
+            starts = self.start_offsets(groups, target, subscribe,
+                                        {(w.group_id, w.topic, w.partition)
+                                         for w in result.writes})
+        else:
+            result = self.checkpointer.commit(plan, sync=not latest, operation_id=operation_ids,
+                                              reason=kind, strict=True)
+            if latest:
+                self.write_latest(plan, result, operation_ids, kind)
+            written = {(w.group_id, w.topic, w.partition) for w in result.writes} | {
+                (s[0]["group_id"], s[0]["target_topic"], s[0]["partition"])
+                for s in result.skipped}
+            starts = self.start_offsets(groups, target, subscribe, written)
+            self.write_starts(starts, operation_ids, kind, target)
+        seconds = time.monotonic() - started_mono
+        if not options.dry_run:
+            self.record_operations(kind, groups, source, target, result, subscribe,
+                                   operation_ids, started, seconds, live, mode)
+        return [OperationResult(operation_ids[g], kind, g, source, target, subscribe[g], result,
+                                [w for w in starts if w.group_id == g], seconds,
+                                options.dry_run, mode, lag) for g in groups]
+
+    def check_plan(self, plan: CheckpointPlan, groups: list[str], source: str, live: bool,
+                   options: MoveOptions) -> None:
+        committed = {c.group_id for c in plan.result.source_commits}
+        missing = [g for g in groups if g not in committed]
+        if missing:
+            raise OffsetLedgerError(
+                f"group(s) {', '.join(missing)} have no committed offsets on {source}"
+                + ("" if live else " recorded in the ledger"))
+        untranslatable = [r for r in plan.result.checkpoints if r["target_offset"] is None]
+        if untranslatable and not options.allow_untranslatable:
+            raise UntranslatableError(
+                f"{len(untranslatable)} partition(s) of group(s) "
+                f"{', '.join(sorted({r['group_id'] for r in untranslatable}))} cannot be "
+                "translated; nothing was written:\n"
+                + render(translation_rows(untranslatable)))
+
+    def write_latest(self, plan: CheckpointPlan, result: CheckpointResult,
+                     operation_ids: dict[str, str], kind: str) -> None:
+        """Cutoff under IdentityReplicationPolicy: each group to the latest offsets on Y.
+
+        The seed procedure's reset; after a cutoff it is where the translation lands too,
+        unless the replica holds duplicates of a killed copy, which it then skips.
+        """
+        target = plan.flow.target
+        cluster = self.config.cluster(target)
+        rows = [r for r in result.checkpoints if r["target_offset"] is not None]
+        ends = kafka_admin.end_offsets(cluster, {(r["target_topic"], r["partition"])
+                                                 for r in rows})
+        existing = {(c.group_id, c.topic, c.partition): c.offset for c in plan.target_commits}
+        for group in sorted({r["group_id"] for r in rows}):
+            writes = []
+            for r in rows:
+                key = (group, r["target_topic"], r["partition"])
+                end = ends[key[1:]]
+                if r["group_id"] == group and existing.get(key, -1) < end:
+                    # Not a translation: no checkpoint stands behind this resume point.
+                    writes.append(OffsetWrite(group, key[1], key[2], end, existing.get(key), {}))
+            if writes:
+                kafka_admin.alter_group_offsets(
+                    cluster, group, {(w.topic, w.partition): w.offset for w in writes})
+                result.writes.extend(writes)
+        now = utcnow()
+        points = [resume_point_row(w, operation_id=operation_ids[w.group_id],
+                                   reason=kind, cluster=target,
+                                   checkpoints_version=result.versions[CHECKPOINTS], now=now)
+                  for w in result.writes]
+        if points:
+            self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
+                points, RESUME_POINTS_SCHEMA))
+        result.versions[RESUME_POINTS] = self.ledger.version(RESUME_POINTS)
+
+    def start_offsets(self, groups: list[str], target: str, subscribe: dict[str, list[str]],
+                      written: set[tuple[str, str, int]]) -> list[OffsetWrite]:
+        """Offsets at the log start for subscribed partitions where a group has nothing on Y.
+
+        Such a partition holds only what producers wrote on the target cluster itself (or
+        replicated records the group never consumed on X): it starts at the beginning, whatever
+        its ``auto.offset.reset``, so nothing is skipped.
         """
         cluster = self.config.cluster(target)
-        existing = kafka_admin.group_offsets(cluster, group)
         topics = kafka_admin.list_topics(cluster)
+        lows: dict[tuple[str, int], int] = {}
+        for topic in sorted({t for names in subscribe.values() for t in names} & set(topics)):
+            lows.update({(topic, p): low for p, (low, _) in
+                         kafka_admin.watermarks(cluster, topic, topics[topic]).items()})
         writes = []
-        for topic in subscribe:
-            if topic not in topics:
-                continue
-            for partition, (low, _) in kafka_admin.watermarks(cluster, topic,
-                                                              topics[topic]).items():
-                if (topic, partition) in existing or (topic, partition) in written:
-                    continue
-                writes.append(OffsetWrite(group, topic, partition, low, None, {}))
+        for group in groups:
+            existing = kafka_admin.group_offsets(cluster, group)
+            for (topic, partition), low in sorted(lows.items()):
+                if (topic in subscribe[group] and (topic, partition) not in existing
+                        and (group, topic, partition) not in written):
+                    writes.append(OffsetWrite(group, topic, partition, low, None, {}))
         return writes
 
-    def move(self, kind: str, group: str, source: str, target: str, *, timeout: float = 120.0,
-             catch_up: bool = False, dry_run: bool = False,
-             allow_untranslatable: bool = False) -> OperationResult:
-        started_mono, started = time.monotonic(), utcnow()
-        flow = self.config.flow(source, target)
-        self.ledger.init() if not dry_run else self.ledger.require()
-        operation_id = f"{kind}-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-        source_live = self.check_inactive(group, source, target)
-        if source_live:
-            if catch_up and not dry_run:
-                self.catch_up(source, target)
-            self.wait_for_replication(group, source, target, timeout)
-        plan = self.checkpointer.plan(flow.name, groups=[group], allow_unreachable_source=True)
-        probe = plan.result
-        if not probe.source_commits:
-            raise OffsetLedgerError(f"group {group} has no committed offsets on {source}"
-                                    + ("" if source_live else " recorded in the ledger"))
-        untranslatable = [r for r in probe.checkpoints if r["target_offset"] is None]
-        if untranslatable and not allow_untranslatable:
-            raise UntranslatableError(
-                f"{len(untranslatable)} partition(s) of group {group} cannot be translated; "
-                "nothing was written:\n" + render(translation_rows(untranslatable)))
-        subscribe = subscribe_topics(self.config, flow, {c.topic for c in probe.source_commits})
-        if dry_run:
-            written = {(w.topic, w.partition) for w in probe.writes}
-            starts = self.start_offsets(group, target, subscribe, written)
-            return OperationResult(operation_id, kind, group, source, target, subscribe, probe,
-                                   starts, time.monotonic() - started_mono, True)
-        result = self.checkpointer.commit(plan, sync=True, operation_id=operation_id,
-                                          reason=kind, strict=True)
-        written = {(w.topic, w.partition) for w in result.writes} | {
-            (s[0]["target_topic"], s[0]["partition"]) for s in result.skipped}
-        starts = self.start_offsets(group, target, subscribe, written)
+    def write_starts(self, starts: list[OffsetWrite], operation_ids: dict[str, str], kind: str,
+                     target: str) -> None:
+        cluster = self.config.cluster(target)
+        for group in sorted({w.group_id for w in starts}):
+            kafka_admin.alter_group_offsets(cluster, group, {
+                (w.topic, w.partition): w.offset for w in starts if w.group_id == group})
         if starts:
-            kafka_admin.alter_group_offsets(
-                self.config.cluster(target), group,
-                {(w.topic, w.partition): w.offset for w in starts})
             now = utcnow()
-            rows = [resume_point_row(w, operation_id=operation_id, reason=kind, cluster=target,
-                                     checkpoints_version=None, now=now) for w in starts]
+            rows = [resume_point_row(w, operation_id=operation_ids[w.group_id], reason=kind,
+                                     cluster=target, checkpoints_version=None, now=now)
+                    for w in starts]
             self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
                 rows, RESUME_POINTS_SCHEMA))
-        seconds = time.monotonic() - started_mono
-        reverse = any(r["direction"] == "reverse" for r in result.checkpoints)
-        self.ledger.append(OPERATIONS, self.spark.createDataFrame([{
-            "operation_id": operation_id, "kind": kind, "group_id": group,
+
+    def record_operations(self, kind: str, groups: list[str], source: str, target: str,
+                          result: CheckpointResult, subscribe: dict[str, list[str]],
+                          operation_ids: dict[str, str], started, seconds: float, live: bool,
+                          mode: str) -> None:
+        """One row per group, every row with the same ledger versions."""
+        resume_version = self.ledger.version(RESUME_POINTS)
+        ready = utcnow()
+        rows = [{
+            "operation_id": operation_ids[g], "kind": kind, "group_id": g,
             "from_cluster": source, "to_cluster": target, "status": "completed",
-            "subscribe_topics": subscribe,
+            "subscribe_topics": subscribe[g],
             "offset_syncs_version": result.versions.get(OFFSET_SYNCS),
             "checkpoints_version": result.versions.get(CHECKPOINTS),
             "group_offsets_version": result.versions.get(GROUP_OFFSETS),
-            "resume_points_version": self.ledger.version(RESUME_POINTS),
-            "reverse_checkpointing": reverse, "started_at": started, "ready_at": utcnow(),
-            "seconds_to_ready": seconds,
-            "message": None if source_live else f"{source} unreachable: recorded commits used",
-        }], OPERATIONS_SCHEMA))
+            "resume_points_version": resume_version,
+            "reverse_checkpointing": any(r["direction"] == "reverse" and r["group_id"] == g
+                                         for r in result.checkpoints),
+            "started_at": started, "ready_at": ready, "seconds_to_ready": seconds,
+            "message": (f"{source} declared lost (--disaster): recorded commits used"
+                        if not live else "cutoff" if mode == "cutoff" else None),
+        } for g in groups]
+        self.ledger.append(OPERATIONS, self.spark.createDataFrame(rows, OPERATIONS_SCHEMA))
         result.versions[OPERATIONS] = self.ledger.version(OPERATIONS)
-        return OperationResult(operation_id, kind, group, source, target, subscribe, result,
-                               starts, seconds, False)
-
-
-def print_result(result: OperationResult, fmt: str) -> None:
-    if fmt == "json":
-        print(json.dumps(result.as_dict(), indent=2, default=str))
-        return
-    verb = "would resume" if result.dry_run else "resumes"
-    print(f"{result.kind} {result.operation_id}{' (dry run)' if result.dry_run else ''}: "
-          f"group {result.group} {result.source} -> {result.target}, ready in "
-          f"{result.seconds_to_ready:.1f}s")
-    print(f"subscribe on {result.target}: {', '.join(result.subscribe)}")
-    print(render(translation_rows(result.checkpoint.checkpoints)))
-    for w in result.start_writes:
-        print(f"{result.group} {verb} at {result.target}:{w.topic}[{w.partition}] offset "
-              f"{w.offset} (log start: never consumed by this group)")
-    if not result.dry_run:
-        print(f"ledger versions: {result.checkpoint.versions}")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    options = MoveOptions(timeout=args.timeout, catch_up=args.catch_up, cutoff=args.cutoff,
+                          disaster=args.disaster, dry_run=args.dry_run,
+                          allow_untranslatable=args.allow_untranslatable, quiet_s=args.quiet_s)
+    if not args.group and not args.group_regex:
+        args._parser.error("give --group G (repeatable) or --group-regex RE")
     mover = Mover(get_spark(f"offset-ledger-{args._verb}"), config)
-    result = mover.move(args._verb, args.group, args.source, args.target, timeout=args.timeout,
-                        catch_up=args.catch_up, dry_run=args.dry_run,
-                        allow_untranslatable=args.allow_untranslatable)
-    print_result(result, args.format)
+    results = mover.move_groups(args._verb, args.group, args.source, args.target, options,
+                                group_regex=args.group_regex)
+    print_result(results, args.format)
     return 0
 
 

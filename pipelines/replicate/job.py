@@ -1,23 +1,38 @@
-"""``offset-ledger replicate --flow P->B [--once]``: copy a flow's topics and record every run.
+"""``offset-ledger replicate --flow 'P->B' [--once]``: copy a flow's topics and record every run.
 
-One Structured Streaming query per flow reads the selected source topics with Spark's Kafka
-connector (``read_committed``, from the earliest offsets, headers included) and, in each
-micro-batch, produces the records to the replicas from the executors (``sink``), then appends
-the batch's runs to ``offset_syncs`` and MERGEs ``replication_progress``.
+The driver plans each batch from the ledger and the clusters (``plan``, ``state``): per source
+partition, the next upstream offset is where the recorded runs of the current epoch end, and a
+batch is a set of bounded ranges ``(topic, partition, from, to)``. A Spark job runs the ranges
+on the executors (``copy_task``: one task per group of ranges, librdkafka consumer -> idempotent
+producer); the tasks return only the runs they wrote. The driver appends the batch's runs to
+``offset_syncs`` and then MERGEs ``replication_progress``. No Spark streaming query and no
+streaming checkpoint: a stopped job (SIGTERM, ``kill -9``) leaves nothing that a later pass
+with other topics or partitions could trip over.
 
 Invariants:
-    * Order of effects per micro-batch: every record is delivered (flushed, each delivery report
-      checked) **before** its runs are appended; the ledger append **before** Spark commits the
-      batch. A crash at any point therefore re-runs the batch, which re-copies its records
-      (at-least-once), and the ledger never holds a run for a copy that does not exist.
-    * Ledger appends carry ``txnAppId = offset-ledger-replicate-<flow>-<query id>`` and
-      ``txnVersion = batch id``: a re-run batch whose runs were already appended appends nothing
-      (its second copy stays unrecorded, never wrong), and a new checkpoint (new query id)
-      cannot be mistaken for an old one.
-    * ``written_at`` strictly increases between the batches of a flow, across restarts too (it
-      starts after the newest ``written_at`` already in the ledger for the flow).
-    * Every check (flow alias, reachable clusters, missing source topics, replicas with too few
-      partitions) runs before the query starts: a refused flow writes no ledger rows.
+    * Order of effects per batch: every record of a range is delivered (flushed, each delivery
+      report checked) **before** its runs leave the task; the ``offset_syncs`` append
+      **before** the ``replication_progress`` MERGE, so progress never claims more than the
+      runs record. A crash at any point loses at most the unrecorded copies of one batch: the
+      next pass plans from the ledger and copies them again (at-least-once), and the ledger
+      never holds a run for a copy that does not exist.
+    * A retried task (executor lost) re-copies its ranges; a range whose copy fails returns an
+      error and no runs. Only results that reach the driver are recorded, once: a copy the
+      ledger does not record is a duplicate, never a wrong mapping. Speculative execution only
+      adds such duplicates; it should be off for this job (``spark.speculation=false``).
+    * Appends carry ``txnAppId = offset-ledger-replicate-<flow>`` and ``txnVersion`` = the
+      flow's batch number, ``1 +`` the newest ``batch_id`` in the ledger (stored in each row):
+      two jobs of one flow racing on the same batch number record it once, and the loser's
+      copies stay unrecorded. The number comes from the ledger, so it survives restarts
+      without a streaming checkpoint.
+    * ``written_at`` strictly increases between the batches of a flow, across restarts too.
+    * A flow-level check (flow alias, reachable clusters, a literally named topic missing on
+      the source) refuses the flow before anything is written. A topic that cannot be
+      replicated (replica cannot be created, grown or configured; its copy fails) is reported
+      in the log and in the result's ``errors``, and the other topics go on.
+    * Topic changes: every ``--refresh-interval`` (and at each start) the configuration file is
+      read again (allowlists), topics are re-selected, replicas created or grown to the source's
+      partition count, configs synced; new topics and partitions are copied from their start.
 """
 
 from __future__ import annotations
@@ -29,17 +44,19 @@ if __package__ in (None, ""):  # `spark-submit pipelines/replicate/job.py`: make
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
+import dataclasses
 import datetime as dt
 import logging
 import os
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.config import Config, FlowConfig
+from ledger.config import Config, FlowConfig, load_config
 from ledger.errors import OffsetLedgerError
 from ledger.schemas import (
     OFFSET_SYNCS,
@@ -48,26 +65,23 @@ from ledger.schemas import (
     REPLICATION_PROGRESS_SCHEMA,
 )
 from ledger.tables import Ledger
-from ledger.writer import (
-    PartitionSummary,
-    next_written_at,
-    progress_row,
-    sync_rows,
-)
+from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
 from pipelines import kafka_admin
-from pipelines.cli import job_main
-from pipelines.replicate import sink, topics
-from pipelines.replicate.source import source_options
-from pipelines.replicate.transforms import kafka_records
+from pipelines.cli import add_flow_arguments, job_main
+from pipelines.mm2 import heartbeats
+from pipelines.replicate import plan, sink, source, state, topics
+from pipelines.replicate.copy_task import RangeResult, copy_ranges
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_REFRESH_S = 300.0
+DEFAULT_UNTIL_TIMEOUT_S = 120.0
+TP = plan.TP
 
 
 class ReplicationError(OffsetLedgerError):
-    """The replication query failed (a broker became unreachable, deliveries failed, ...)."""
+    """A batch could not be recorded (the ledger append or MERGE failed, ...)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +98,7 @@ class PartitionProgress:
 
 @dataclass
 class ReplicationResult:
-    """What one ``replicate_once`` (or one continuous query) did."""
+    """What one ``replicate_once`` (or one continuous run) did."""
 
     flow: str
     run_id: str
@@ -97,261 +111,330 @@ class ReplicationResult:
     ledger_seconds: float = 0.0
     wall_seconds: float = 0.0
     topic_sync: topics.TopicSyncReport | None = None
+    # Source topic -> why it was not (fully) replicated in this pass.
+    errors: dict[str, str] = field(default_factory=dict)
+    # Whether every partition reached its target (the end offsets measured at the start of a
+    # --once pass, or the ``until`` offsets); partitions of failed topics never do.
+    caught_up: bool = False
+    # Next upstream offset per partition (where the recorded runs end, markers passed).
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
-# --- the micro-batch -------------------------------------------------------------------------
+class FlowReplicator:
+    """The driver's state for one flow: topics, positions, batch numbers, the ledger."""
 
-
-class _BatchWriter:
-    """The ``foreachBatch`` function: produce, then record runs, then progress.
-
-    Per batch, on its critical path: copy (executors), then the ``offset_syncs`` append. The
-    ``replication_progress`` MERGE is handed to one background thread once the append has
-    committed, so it overlaps the next batch's copy; the next MERGE, and leaving the ``with``
-    block, wait for it first, so progress is written in batch order and a failed MERGE fails
-    the run.
-
-        batch k    [copy k][append k]                     <- Spark commits batch k
-        progress             └──────>[MERGE k]
-        batch k+1                    [copy k+1][append k+1]
-        progress                               └──────>[MERGE k+1]      with-exit: wait
-    """
-
-    def __init__(self, config: Config, flow: FlowConfig, plans: list[topics.TopicPlan],
-                 ledger: Ledger, result: ReplicationResult) -> None:
-        self.flow = flow
-        self.source = config.cluster(flow.source)
-        self.ledger = ledger
-        self.result = result
-        self.replica_topics = {p.topic: p.replica_topic for p in plans}
-        self.producer_config = sink.producer_config(config.cluster(flow.target).properties)
+    def __init__(self, spark: Any, config: Config, flow_name: str, *,
+                 max_records_per_batch: int | None = None,
+                 max_bytes_per_partition: int = plan.DEFAULT_MAX_BYTES_PER_PARTITION) -> None:
+        self.spark = spark
+        self.config = config
+        self.flow: FlowConfig = config.flow(flow_name)
+        self.max_records = max_records_per_batch
+        self.max_bytes = max_bytes_per_partition
+        self.result = ReplicationResult(self.flow.name, _new_run_id(), [])
+        self.positions: dict[TP, int] = {}
+        self.replicas: dict[str, str] = {}
+        self.broken: dict[str, str] = {}
+        self.last_batch = -1
+        self.last_written_at: dt.datetime | None = None
+        self.ledger: Ledger | None = None
         self._background = ThreadPoolExecutor(max_workers=1,
                                               thread_name_prefix="offset-ledger-progress")
-        # Needed only once the first batch's rows are built: looked up while it copies.
-        self._newest_written_at: Future[dt.datetime | None] | None = self._background.submit(
-            _newest_written_at, ledger)
-        self.last_written_at: dt.datetime | None = None
         self._progress_write: Future[None] | None = None
-        self.query_id: str | None = None
-        self.query_started = threading.Event()
 
-    @property
-    def txn_app_id(self) -> str:
-        return f"offset-ledger-replicate-{self.flow.name}-{self.query_id}"
+    # --- topics ----------------------------------------------------------------------------
 
-    def __call__(self, batch_df: Any, batch_id: int) -> None:
-        # The query id names the checkpoint the batch ids belong to; it is known once start()
-        # returns, which can be just after the first batch began.
-        if not self.query_started.wait(timeout=60):
-            raise ReplicationError("the replication query did not report its id")
-        writer = sink.partition_writer(self.producer_config, self.replica_topics)
-        copy_started = time.perf_counter()
-        summaries: list[PartitionSummary] = sink.summaries_from_rows(
-            kafka_records(batch_df).mapInArrow(writer, sink.SUMMARY_SCHEMA).collect())
-        self.result.copy_seconds += time.perf_counter() - copy_started
-        if not summaries:
-            return
-        spark = batch_df.sparkSession
-        if self._newest_written_at is not None:
-            self.last_written_at = self._newest_written_at.result()
-            self._newest_written_at = None
-        written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
-        rows = sync_rows(flow=self.flow.name, source_cluster=self.flow.source,
-                         target_cluster=self.flow.target, summaries=summaries,
-                         run_id=self.result.run_id, batch_id=batch_id, written_at=written_at)
-        ends = kafka_admin.end_offsets(self.source, [(s.topic, s.partition) for s in summaries])
-        progress = [progress_row(flow=self.flow.name, summary=s, source_end_offsets=ends,
-                                 batch_id=batch_id, updated_at=written_at) for s in summaries]
+    def refresh(self, config: Config | None = None) -> None:
+        """(Re)select topics, create/grow/configure replicas, and place new partitions."""
+        if config is not None:
+            self.config = config
+            self.flow = config.flow(self.flow.name)
+        for alias in (self.flow.source, self.flow.target):
+            kafka_admin.check_reachable(self.config.cluster(alias))
+        plans = topics.plan_topics(self.config, self.flow)
+        report = topics.ensure_replicas(self.config, self.flow, plans)
+        if self.ledger is None:
+            _use_driver_python_locally(self.spark)
+            _warn_if_speculative(self.spark)
+            self.ledger = Ledger(self.spark, self.config.ledger_location)
+            self.ledger.init()
+        self.heartbeat()
+        self.broken = dict(report.errors)
+        healthy = [p for p in plans if p.topic not in self.broken]
+        self.result.topics = plans
+        self.result.topic_sync = report
+        self.result.errors.update(report.errors)
+        self.replicas = {p.topic: p.replica_topic for p in healthy}
+        wanted = [(p.topic, n) for p in healthy for n in range(p.partitions)]
+        new = [tp for tp in wanted if tp not in self.positions]
+        if new:
+            self._place(new)
+        # Partitions of deselected or broken topics are no longer planned.
+        keep = set(wanted)
+        self.positions = {tp: o for tp, o in self.positions.items() if tp in keep}
+
+    def heartbeat(self) -> None:
+        """Write the flow's heartbeats as MM2 does (a failure is logged: replication goes on)."""
+        try:
+            heartbeats.emit(self.config, self.flow)
+        except Exception as exc:  # a heartbeat is evidence of life, never a reason to stop
+            log.warning("flow %s: heartbeat not written: %s", self.flow.name, exc)
+
+    def _place(self, partitions: list[TP]) -> None:
+        assert self.ledger is not None
+        flow_state = state.read_flow_state(self.ledger, self.flow.name, partitions)
+        self.last_batch = max(self.last_batch, flow_state.last_batch)
+        if flow_state.newest_written_at and (self.last_written_at is None or
+                                             flow_state.newest_written_at > self.last_written_at):
+            self.last_written_at = flow_state.newest_written_at
+        src, dst = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
+        starts = source.list_offsets(src, partitions, "earliest")
+        replica_ends = source.list_offsets(
+            dst, [(self.replicas[t], p) for t, p in partitions], "latest")
+        positions, new_epoch = plan.resume_offsets(
+            partitions, flow_state.tails, {(t, p): replica_ends.get((self.replicas[t], p), 0)
+                                           for t, p in partitions}, starts)
+        for t, p in new_epoch:
+            log.warning("flow %s: replica %s[%s] ends before the recorded runs (recreated or "
+                        "truncated): a new epoch starts from %s[%s] offset %s", self.flow.name,
+                        self.replicas[t], p, t, p, positions[(t, p)])
+        self.positions.update(positions)
+
+    def end_offsets(self) -> dict[TP, int]:
+        return source.list_offsets(self.config.cluster(self.flow.source), self.positions,
+                                   "latest")
+
+    # --- one batch ---------------------------------------------------------------------------
+
+    def run_batch(self, targets: Mapping[TP, int], ends: Mapping[TP, int]) -> int:
+        """Copy one bounded batch towards ``targets`` and record it; the ranges planned."""
+        assert self.ledger is not None
+        ranges = plan.plan_batch(self.positions, targets, self.replicas, self.max_records)
+        if not ranges:
+            return 0
+        groups = plan.group_for_tasks(ranges, self.spark.sparkContext.defaultParallelism)
+        task = copy_ranges(source.consumer_config(self.config.cluster(self.flow.source).properties),
+                           sink.producer_config(self.config.cluster(self.flow.target).properties),
+                           self.max_bytes)
+        sc = self.spark.sparkContext
+        sc.setJobDescription(f"offset-ledger replicate {self.flow.name}: {len(ranges)} range(s)")
         started = time.perf_counter()
-        self.ledger.append(OFFSET_SYNCS, spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
-                           txn_app_id=self.txn_app_id, txn_version=batch_id)
+        results: list[RangeResult] = sc.parallelize(groups, len(groups)).mapPartitions(
+            lambda it: task(r for group in it for r in group)).collect()
+        self.result.copy_seconds += time.perf_counter() - started
+        summaries: list[PartitionSummary] = []
+        for r in results:
+            if r.error is not None:
+                topic = r.range.topic
+                message = f"{topic}[{r.range.partition}]: {r.error}"
+                log.error("flow %s: copy failed, topic %s left for now: %s", self.flow.name,
+                          topic, message)
+                self.broken[topic] = message
+                self.result.errors[topic] = message
+            elif r.summary is not None:
+                summaries.append(r.summary)
+        if summaries:
+            self._record(summaries, ends)
+        for r in results:  # after the append: positions never lead the ledger
+            if r.error is None:
+                self.positions[r.range.key] = max(self.positions[r.range.key], r.position)
+        for topic in self.broken:
+            self.positions = {tp: o for tp, o in self.positions.items() if tp[0] != topic}
+        return len(ranges)
+
+    def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
+        assert self.ledger is not None
+        batch = self.last_batch + 1
+        written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
+        flow = self.flow
+        rows = sync_rows(flow=flow.name, source_cluster=flow.source, target_cluster=flow.target,
+                         summaries=summaries, run_id=self.result.run_id, batch_id=batch,
+                         written_at=written_at)
+        progress = [progress_row(flow=flow.name, summary=s, source_end_offsets=ends,
+                                 batch_id=batch, updated_at=written_at) for s in summaries]
+        started = time.perf_counter()
+        try:
+            self.ledger.append(OFFSET_SYNCS,
+                               self.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
+                               txn_app_id=f"offset-ledger-replicate-{flow.name}",
+                               txn_version=batch)
+        except Exception as exc:
+            raise ReplicationError(f"flow {flow.name}: recording batch {batch} failed: "
+                                   f"{str(exc).strip().splitlines()[0][:300]}") from exc
         self.result.ledger_seconds += time.perf_counter() - started
-        # After the append: progress never claims more than offset_syncs records.
-        self._wait_for_progress()
+        self.last_batch, self.last_written_at = batch, written_at
+        # After the append: progress never claims more than offset_syncs records. The MERGE
+        # overlaps the next batch's copy; the next one (and close()) waits for it first.
+        self.wait_for_progress()
         self._progress_write = self._background.submit(
             self.ledger.merge, REPLICATION_PROGRESS,
-            spark.createDataFrame(progress, REPLICATION_PROGRESS_SCHEMA))
-        self.last_written_at = written_at
+            self.spark.createDataFrame(progress, REPLICATION_PROGRESS_SCHEMA))
+        records = sum(s.records for s in summaries)
         self.result.batches += 1
-        self.result.records_copied += sum(s.records for s in summaries)
+        self.result.records_copied += records
         self.result.runs_written += len(rows)
         for row in progress:
             p = PartitionProgress(row[1], row[2], row[3], row[4], row[6], row[7], row[8], row[9])
             self.result.progress[(p.topic, p.partition)] = p
-        log.info("flow %s batch %s: %s records, %s runs", self.flow.name, batch_id,
-                 sum(s.records for s in summaries), len(rows))
+        log.info("flow %s batch %s: %s records, %s runs", flow.name, batch, records, len(rows))
 
-    def _wait_for_progress(self) -> None:
-        """Wait for the previous batch's progress MERGE (time counted as ledger time)."""
+    def wait_for_progress(self) -> None:
         if self._progress_write is None:
             return
         started = time.perf_counter()
         try:
             self._progress_write.result()
+        except Exception as exc:
+            raise ReplicationError(f"flow {self.flow.name}: replication_progress MERGE "
+                                   f"failed: {str(exc).strip().splitlines()[0][:300]}") from exc
         finally:
             self._progress_write = None
             self.result.ledger_seconds += time.perf_counter() - started
 
-    def __enter__(self) -> _BatchWriter:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        """Finish the last progress MERGE; raises if it failed, unless the run already did."""
+    def close(self) -> None:
         try:
-            self._wait_for_progress()
-        except Exception:
-            if exc_type is None:
-                raise
-            # The query's own failure is the one to report; this one only goes to the log.
-            log.exception("flow %s: replication_progress MERGE failed", self.flow.name)
+            self.wait_for_progress()
         finally:
             self._background.shutdown(wait=True, cancel_futures=True)
-
-
-def _newest_written_at(ledger: Ledger) -> dt.datetime | None:
-    # Over all flows, not just this one: stricter than needed, and a plain max over the table
-    # is answered from the Delta log's file statistics instead of a scan.
-    row = ledger.spark.sql(
-        f"SELECT max(written_at) AS m FROM {ledger.identifier(OFFSET_SYNCS)}").first()
-    if row is None or row["m"] is None:
-        return None
-    # PySpark returns timestamps as naive local times.
-    return row["m"].astimezone(dt.UTC)
-
-
-# --- preparing and running a flow ------------------------------------------------------------
-
-
-def checkpoint_location(config: Config, flow: FlowConfig) -> str:
-    return f"{config.streaming_checkpoint_location.rstrip('/')}/replicate/" \
-           f"{flow.source}-{flow.target}"
-
-
-def prepare(spark: Any, config: Config, flow_name: str,
-            ) -> tuple[FlowConfig, list[topics.TopicPlan], topics.TopicSyncReport, Ledger]:
-    """Every check, then replica topics and ledger tables; raises before anything is written."""
-    flow = config.flow(flow_name)
-    for alias in (flow.source, flow.target):
-        kafka_admin.check_reachable(config.cluster(alias))
-    plans = topics.plan_topics(config, flow)
-    report = topics.ensure_replicas(config, flow, plans)
-    _use_driver_python_locally(spark)
-    ledger = Ledger(spark, config.ledger_location)
-    ledger.init()
-    return flow, plans, report, ledger
+            self.result.positions = dict(self.positions)
 
 
 def _use_driver_python_locally(spark: Any) -> None:
     # In local mode the Python workers must be an interpreter with confluent-kafka: this one,
     # unless PYSPARK_PYTHON chose another, rather than PySpark's default `python3` from PATH.
-    # On a cluster the runtime decides.
     sc = spark.sparkContext
     if sc.master.startswith("local") and sc.pythonExec in ("python3", "python"):
         sc.pythonExec = os.environ.get("PYSPARK_PYTHON") or sys.executable
 
 
-def _start(spark: Any, config: Config, flow: FlowConfig, plans: list[topics.TopicPlan],
-           writer: _BatchWriter, trigger: dict[str, Any],
-           max_records_per_batch: int | None) -> Any:
-    reader = spark.readStream.format("kafka").options(
-        **source_options(config.cluster(flow.source), [p.topic for p in plans]))
-    if max_records_per_batch:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_records_per_batch))
-    query = (reader.load().writeStream
-             .queryName(f"offset-ledger-replicate-{flow.source}-{flow.target}")
-             .option("checkpointLocation", checkpoint_location(config, flow))
-             .foreachBatch(writer)
-             .trigger(**trigger)
-             .start())
-    writer.query_id = str(query.id)
-    writer.query_started.set()
-    return query
-
-
-def _await(query: Any, timeout_s: float | None = None) -> bool:
-    """Whether the query terminated (within ``timeout_s``); its failure as a ReplicationError."""
-    try:
-        if timeout_s is None:
-            query.awaitTermination()
-            return True
-        return bool(query.awaitTermination(timeout_s))
-    except Exception as exc:  # StreamingQueryException: the cause is in its first line
-        raise ReplicationError(f"replication query {query.name} failed: "
-                               f"{str(exc).strip().splitlines()[0][:500]}") from exc
-
-
-def replicate_once(spark: Any, config: Config, flow_name: str, *,
-                   max_records_per_batch: int | None = None) -> ReplicationResult:
-    """Replicate what the flow's source topics hold now, record the runs, and return.
-
-    Runs the flow's query with the ``availableNow`` trigger to completion (several batches if
-    ``max_records_per_batch`` is set). Raises an :class:`OffsetLedgerError` subclass for an
-    unknown flow, an unreachable cluster, a missing source topic, a replica with too few
-    partitions, or a failed batch.
-    """
-    started = time.perf_counter()
-    flow, plans, report, ledger = prepare(spark, config, flow_name)
-    result = ReplicationResult(flow.name, _new_run_id(), plans, topic_sync=report)
-    if plans:
-        with _BatchWriter(config, flow, plans, ledger, result) as writer:
-            _await(_start(spark, config, flow, plans, writer, {"availableNow": True},
-                          max_records_per_batch))
-    result.wall_seconds = time.perf_counter() - started
-    return result
-
-
-def replicate_continuously(spark: Any, config: Config, flow_name: str, *,
-                           interval_s: float = DEFAULT_INTERVAL_S,
-                           refresh_s: float = DEFAULT_REFRESH_S,
-                           max_records_per_batch: int | None = None) -> None:
-    """Run the flow until stopped; every ``refresh_s`` re-select topics and re-sync configs.
-
-    A changed topic selection restarts the query (same checkpoint: new topics start from their
-    earliest offsets, the others where they were).
-    """
-    while True:
-        flow, plans, _, ledger = prepare(spark, config, flow_name)
-        if not plans:
-            log.warning("flow %s: no topic selected; checking again in %ss", flow.name,
-                        refresh_s)
-            time.sleep(refresh_s)
-            continue
-        result = ReplicationResult(flow.name, _new_run_id(), plans)
-        with _BatchWriter(config, flow, plans, ledger, result) as writer:
-            query = _start(spark, config, flow, plans, writer,
-                           {"processingTime": f"{interval_s} seconds"}, max_records_per_batch)
-            try:
-                while not _await(query, refresh_s):
-                    new_plans = topics.plan_topics(config, flow)
-                    topics.ensure_replicas(config, flow, new_plans)
-                    if [p.topic for p in new_plans] != [p.topic for p in plans]:
-                        log.info("flow %s: topic selection changed; restarting", flow.name)
-                        break
-                else:
-                    return  # stopped from outside
-            finally:
-                if query.isActive:
-                    query.stop()
+def _warn_if_speculative(spark: Any) -> None:
+    if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
+        log.warning("spark.speculation is on: speculative copy tasks only add unrecorded "
+                    "duplicates on the replica; submit replicate with "
+                    "--conf spark.speculation=false")
 
 
 def _new_run_id() -> str:
     return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
+# --- passes ------------------------------------------------------------------------------------
+
+
+def replicate_once(spark: Any, config: Config, flow_name: str, *,
+                   max_records_per_batch: int | None = None,
+                   until: Mapping[TP, int] | None = None,
+                   until_timeout_s: float = DEFAULT_UNTIL_TIMEOUT_S) -> ReplicationResult:
+    """Replicate what the flow's source topics hold now, record the runs, and return.
+
+    Without ``until``: loops over bounded batches until every partition reaches the end
+    offset measured at the start. With ``until`` (``{(topic, partition): offset}``, e.g. a
+    group's committed offsets for a failover catch-up): copies only those partitions, until the
+    recorded runs (transaction markers and aborted records passed) reach the offsets, waiting up
+    to ``until_timeout_s`` for offsets the source has not reached yet; ``result.caught_up`` says
+    whether they were reached. Raises an :class:`OffsetLedgerError` subclass for an unknown
+    flow, an unreachable cluster, a missing literally named topic, or a failed ledger write; a
+    topic that cannot be replicated is in ``result.errors``.
+    """
+    started = time.perf_counter()
+    replicator = FlowReplicator(spark, config, flow_name,
+                                max_records_per_batch=max_records_per_batch)
+    try:
+        replicator.refresh()
+        if until is None:
+            ends = replicator.end_offsets()
+            while replicator.run_batch(ends, ends):
+                pass
+            goal = {tp: ends[tp] for tp in ends if tp in replicator.positions}
+            replicator.result.caught_up = not replicator.broken and all(
+                replicator.positions[tp] >= o for tp, o in goal.items())
+        else:
+            _replicate_until(replicator, dict(until), until_timeout_s)
+    finally:
+        replicator.close()
+    result = replicator.result
+    result.wall_seconds = time.perf_counter() - started
+    return result
+
+
+def _replicate_until(replicator: FlowReplicator, until: dict[TP, int], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        wanted = {tp: o for tp, o in until.items() if tp in replicator.positions}
+        if len(wanted) == len(until) and all(replicator.positions[tp] >= o
+                                             for tp, o in wanted.items()):
+            replicator.result.caught_up = True
+            return
+        ends = replicator.end_offsets()
+        targets = {tp: min(o, ends.get(tp, 0)) for tp, o in wanted.items()}
+        if not replicator.run_batch(targets, ends):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.2)  # the source has not reached an offset asked for yet
+
+
+def replicate_continuously(spark: Any, config: Config, flow_name: str, *,
+                           interval_s: float = DEFAULT_INTERVAL_S,
+                           refresh_s: float = DEFAULT_REFRESH_S,
+                           max_records_per_batch: int | None = None,
+                           stop: threading.Event | None = None) -> ReplicationResult:
+    """Run the flow until stopped (``stop`` set, or the process ends).
+
+    Every ``refresh_s`` the configuration file is read again (allowlists), topics are
+    re-selected and replicas created, grown and configured; between refreshes a batch runs
+    every ``interval_s``, or at once while the previous batch was cut by its bounds.
+    """
+    stop = stop or threading.Event()
+    replicator = FlowReplicator(spark, config, flow_name,
+                                max_records_per_batch=max_records_per_batch)
+    next_refresh = 0.0
+    try:
+        while not stop.is_set():
+            if time.monotonic() >= next_refresh:
+                replicator.refresh(_reload(config))
+                next_refresh = time.monotonic() + refresh_s
+            else:
+                replicator.heartbeat()
+            ends = replicator.end_offsets()
+            replicator.run_batch(ends, ends)
+            behind = any(replicator.positions[tp] < o for tp, o in ends.items()
+                         if tp in replicator.positions)
+            if not behind:
+                stop.wait(min(interval_s, max(0.0, next_refresh - time.monotonic())))
+    finally:
+        replicator.close()
+    return replicator.result
+
+
+def _reload(config: Config) -> Config:
+    """The configuration file as it is now (allowlists edited by ``topics --add`` ...)."""
+    if not config.path:
+        return config
+    try:
+        fresh = load_config(config.path)
+    except OffsetLedgerError as exc:
+        log.error("configuration %s not reloaded, keeping the previous one: %s", config.path, exc)
+        return config
+    # A --ledger-location override given on the command line stays.
+    return dataclasses.replace(fresh, ledger_location=config.ledger_location)
+
+
 # --- command line ----------------------------------------------------------------------------
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--flow", required=True, help="the flow to replicate, e.g. P->B")
+    add_flow_arguments(parser, "the flow to replicate")
     parser.add_argument("--once", action="store_true",
-                        help="replicate what is available now, then stop (availableNow)")
+                        help="replicate up to the end offsets measured at start, then stop")
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
-                        help=f"seconds between micro-batches (default {DEFAULT_INTERVAL_S:g})")
+                        help=f"seconds between batches when caught up "
+                             f"(default {DEFAULT_INTERVAL_S:g})")
     parser.add_argument("--refresh-interval", type=float, default=DEFAULT_REFRESH_S,
-                        help="seconds between topic re-selection and config sync "
-                             f"(default {DEFAULT_REFRESH_S:g})")
+                        help="seconds between re-reading the configuration, topic re-selection, "
+                             f"replica growth and config sync (default {DEFAULT_REFRESH_S:g})")
     parser.add_argument("--max-records-per-batch", type=int, default=None,
-                        help="cap on records per micro-batch (default: no cap)")
+                        help="cap on records per batch, shared by the partitions (default: "
+                             f"{plan.DEFAULT_MAX_RECORDS_PER_PARTITION:,} per partition)")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -364,11 +447,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
                                 max_records_per_batch=args.max_records_per_batch)
         print(f"flow {result.flow}: {len(result.topics)} topic(s), {result.batches} batch(es), "
               f"{result.records_copied} record(s) copied, {result.runs_written} run(s) "
-              f"recorded in {result.wall_seconds:.1f}s")
+              f"recorded in {result.wall_seconds:.1f}s (copy {result.copy_seconds:.1f}s, "
+              f"ledger {result.ledger_seconds:.1f}s)")
         for p in sorted(result.progress.values(), key=lambda p: (p.topic, p.partition)):
             print(f"  {p.topic}[{p.partition}] -> {p.replica_topic}: last upstream offset "
                   f"{p.last_upstream_offset}, lag {p.lag}")
-        return 0
+        for topic, message in sorted(result.errors.items()):
+            print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
+        return 1 if result.errors else 0
     replicate_continuously(spark, config, args.flow, interval_s=args.interval,
                            refresh_s=args.refresh_interval,
                            max_records_per_batch=args.max_records_per_batch)

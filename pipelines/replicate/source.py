@@ -1,65 +1,82 @@
-"""The reading edge: Spark Kafka connector options for a flow's source cluster.
+"""The reading edge: librdkafka consumer settings and offset look-ups on a flow's source.
 
-The cluster is configured with librdkafka property names (the project's one configuration
-language); the connector takes the Java client's, prefixed ``kafka.``. This module maps the
-ones that differ.
+The cluster is configured with librdkafka property names, which go to confluent-kafka
+verbatim; this module only adds what exact copying needs and forbids what would break it.
 
 Invariants:
-    * The result holds secrets (``sasl.password`` inside ``kafka.sasl.jaas.config``): it is
-      handed to the connector only, never logged or put in an error.
-    * Records are read ``read_committed`` from the earliest offsets, headers included: aborted
-      records are never copied, and transaction markers show up as upstream gaps (split runs).
+    * The consumer reads ``read_committed`` (aborted records are never copied; transaction
+      markers and aborted records show up as upstream gaps, which split runs), is positioned by
+      ``assign`` + explicit offsets only, never joins a group and never commits offsets.
+    * End offsets are read with ``READ_COMMITTED`` isolation (the last stable offset): a range
+      planned up to it can always be consumed to its end, even while a transaction is open.
+    * The settings hold secrets: they are handed to clients only, never logged or put in errors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from ledger.config import ClusterConfig
 
-_JAAS_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    # Large fetches: one task streams whole partitions.
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 10_485_760,
+    "fetch.wait.max.ms": 50,
+    "queued.min.messages": 200_000,
+    "log_level": 3,
+}
+# Never overridable: exactness depends on them.
+CONSUMER_REQUIRED: dict[str, Any] = {
+    "isolation.level": "read_committed",
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": True,
+    # A planned start below the log start (retention deleted records) reads from the log start.
+    "auto.offset.reset": "earliest",
+    # librdkafka wants a group.id for a consumer; assign() never joins the group and nothing is
+    # committed, so the name is never seen by the brokers' group coordinator.
+    "group.id": "offset-ledger-replicate",
 }
 
 
-def _jaas_quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def consumer_config(source_properties: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka settings for the range consumer (secrets included: never log)."""
+    return {**CONSUMER_DEFAULTS, **source_properties, **CONSUMER_REQUIRED}
 
 
-def source_options(cluster: ClusterConfig, subscribe: list[str]) -> dict[str, str]:
-    """Spark Kafka connector options for a cluster (secrets included: never log the result).
+def list_offsets(cluster: ClusterConfig, partitions: Iterable[tuple[str, int]],
+                 which: str) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): offset}`` for ``which`` in ``earliest`` or ``latest``.
 
-    librdkafka names are mapped to the Java client's: ``sasl.username``/``sasl.password``
-    become a ``sasl.jaas.config`` for PLAIN or SCRAM; ``ssl.ca.location`` a PEM truststore.
+    ``latest`` is the last stable offset (read_committed). One request for all partitions.
+    A partition the cluster does not know (yet) is left out.
     """
-    props = cluster.client_config()
-    opts = {
-        "kafka.bootstrap.servers": props["bootstrap.servers"],
-        "subscribe": ",".join(subscribe),
-        "startingOffsets": "earliest",
-        "includeHeaders": "true",
-        "failOnDataLoss": "false",
-        # Aborted records are not copied; commit markers leave upstream gaps (split runs).
-        "kafka.isolation.level": "read_committed",
-        # Larger fetches than the Java client's defaults (the plain-loop baseline's settings).
-        "kafka.fetch.max.bytes": "52428800",
-        "kafka.max.partition.fetch.bytes": "10485760",
-        # The Java client's default of 500 records per poll costs ~10% at small record sizes.
-        "kafka.max.poll.records": "10000",
-    }
-    if "security.protocol" in props:
-        opts["kafka.security.protocol"] = props["security.protocol"].upper()
-    mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms")
-    if mechanism:
-        opts["kafka.sasl.mechanism"] = mechanism.upper()
-    if "sasl.username" in props and mechanism and mechanism.upper() in _JAAS_MODULES:
-        opts["kafka.sasl.jaas.config"] = (
-            f"{_JAAS_MODULES[mechanism.upper()]} required "
-            f"username={_jaas_quote(props['sasl.username'])} "
-            f"password={_jaas_quote(props.get('sasl.password', ''))};")
-    if "ssl.ca.location" in props:
-        opts["kafka.ssl.truststore.type"] = "PEM"
-        opts["kafka.ssl.truststore.location"] = props["ssl.ca.location"]
-    if props.get("ssl.endpoint.identification.algorithm", "").lower() == "none":
-        opts["kafka.ssl.endpoint.identification.algorithm"] = ""
-    return opts
+    from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    from pipelines import kafka_admin
+
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
+    client = kafka_admin.admin(cluster)
+    futures = client.list_offsets({TopicPartition(t, p): spec for t, p in wanted},
+                                  isolation_level=IsolationLevel.READ_COMMITTED,
+                                  request_timeout=kafka_admin.TIMEOUT_S)
+    out = {}
+    for tp, future in futures.items():
+        try:
+            info = future.result(timeout=kafka_admin.RESULT_TIMEOUT_S)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if err is not None and err.name() in ("UNKNOWN_TOPIC_OR_PART",
+                                                  "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+                continue
+            raise kafka_admin.KafkaAdminError(
+                f"cluster {cluster.alias}: reading {which} offsets of {tp.topic} failed: "
+                f"{err.str() if err is not None else exc}") from None
+        out[(tp.topic, tp.partition)] = int(info.offset)
+    return out

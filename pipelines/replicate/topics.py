@@ -7,11 +7,17 @@ Invariants:
       (``P.Payments`` on B for the flow ``B->P``) are never selected, whatever the allowlist says.
     * An allowlist entry that is a plain topic name (letters, digits, ``.``, ``_``, ``-``)
       matching no source topic is an error: a typo must not silently replicate nothing.
-    * Every check (missing topics, replicas with fewer partitions than their source) runs before
-      any topic is created or altered, so a refused flow changes nothing on either cluster.
-    * A replica has its source's partition count and the source's topic-level configs among
-      ``REPLICATED_TOPIC_CONFIGS``; each run re-applies them, so source config changes reach
-      the replica on the next run.
+    * A missing literally-named topic refuses the whole flow before any topic is created or
+      altered. Everything else is per topic: a topic whose replica cannot be created, grown or
+      configured (authorization, an invalid name, ...) is reported in
+      :attr:`TopicSyncReport.errors` and left out of the pass, and every other topic goes on.
+    * A replica has at least its source's partition count: a replica with fewer partitions is
+      grown (``create_partitions``), as MirrorMaker 2 does, so partitions added to a source
+      are replicated from the next topic refresh on.
+    * A replica carries the source's topic-level configs (those set on the topic, not broker
+      defaults) except the excluded ones (``config.properties.exclude``, MirrorMaker 2's
+      DefaultConfigPropertyFilter list by default: ``message.timestamp.type`` and the rest);
+      excluded configs are neither set nor reset on the replica. Each refresh re-applies them.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ledger.config import Config, FlowConfig
+from ledger.config import ClusterConfig, Config, FlowConfig
 from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
 from pipelines import kafka_admin
@@ -36,7 +42,7 @@ class MissingSourceTopicError(OffsetLedgerError):
 
 
 class ReplicaPartitionMismatchError(OffsetLedgerError):
-    """A replica topic exists with fewer partitions than its source."""
+    """A replica topic exists with fewer partitions than its source and cannot be grown."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +59,11 @@ class TopicPlan:
 @dataclass
 class TopicSyncReport:
     created: list[str] = field(default_factory=list)
+    grown: dict[str, tuple[int, int]] = field(default_factory=dict)
     configs_set: dict[str, dict[str, str]] = field(default_factory=dict)
     configs_reset: dict[str, list[str]] = field(default_factory=dict)
+    # Source topic -> why it is not replicated in this pass.
+    errors: dict[str, str] = field(default_factory=dict)
 
 
 def select_topics(flow: FlowConfig, policy: ReplicationPolicy,
@@ -87,15 +96,6 @@ def plan_topics(config: Config, flow: FlowConfig) -> list[TopicPlan]:
         replica = policy.remote_topic(flow.source, topic)
         plans.append(TopicPlan(topic, replica, source_topics[topic], replica in target_topics,
                                target_topics.get(replica)))
-    short = [p for p in plans if p.replica_exists and (p.replica_partitions or 0) < p.partitions]
-    if short:
-        detail = "; ".join(
-            f"replica topic {p.replica_topic} on {flow.target} has {p.replica_partitions} "
-            f"partition(s) but source topic {p.topic} on {flow.source} has {p.partitions}"
-            for p in short)
-        raise ReplicaPartitionMismatchError(
-            f"flow {flow.name}: {detail} (add partitions to the replica, or delete it so "
-            "that it is recreated)")
     for p in plans:
         if p.replica_exists and (p.replica_partitions or 0) > p.partitions:
             log.warning("replica topic %s has %s partitions, more than the %s of %s; records "
@@ -104,32 +104,86 @@ def plan_topics(config: Config, flow: FlowConfig) -> list[TopicPlan]:
     return plans
 
 
-def config_changes(source_configs: Mapping[str, str],
-                   replica_configs: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """What to set and what to reset on the replica so its topic configs equal the source's."""
-    to_set = {k: v for k, v in source_configs.items() if replica_configs.get(k) != v}
-    to_reset = sorted(k for k in replica_configs if k not in source_configs)
+def replicated_configs(configs: Mapping[str, str], exclude: Sequence[str]) -> dict[str, str]:
+    """The topic configs a replica takes from its source (MM2's ConfigPropertyFilter)."""
+    return {k: v for k, v in configs.items() if not any(re.fullmatch(p, k) for p in exclude)}
+
+
+def config_changes(source_configs: Mapping[str, str], replica_configs: Mapping[str, str],
+                   exclude: Sequence[str] = ()) -> tuple[dict[str, str], list[str]]:
+    """What to set and reset on the replica so its non-excluded configs equal the source's."""
+    wanted = replicated_configs(source_configs, exclude)
+    have = replicated_configs(replica_configs, exclude)
+    to_set = {k: v for k, v in wanted.items() if have.get(k) != v}
+    to_reset = sorted(k for k in have if k not in wanted)
     return to_set, to_reset
+
+
+def topic_configs(cluster: ClusterConfig, topic: str) -> dict[str, str]:
+    """The configs set on the topic itself (dynamic topic configs), not broker defaults."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    client = kafka_admin.admin(cluster)  # must outlive the future
+    futures = client.describe_configs([resource])
+    entries = kafka_admin._wait(cluster, f"describing {topic}", futures[resource])
+    return {name: e.value for name, e in entries.items()
+            if e.value is not None and e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def grow_partitions(cluster: ClusterConfig, topic: str, partitions: int) -> None:
+    """Add partitions to ``topic`` so that it has ``partitions``."""
+    from confluent_kafka.admin import NewPartitions
+
+    client = kafka_admin.admin(cluster)  # must outlive the future
+    futures = client.create_partitions(
+        [NewPartitions(topic, partitions)], operation_timeout=kafka_admin.TIMEOUT_S)
+    kafka_admin._wait(cluster, f"adding partitions to {topic}", futures[topic])
 
 
 def ensure_replicas(config: Config, flow: FlowConfig,
                     plans: Sequence[TopicPlan]) -> TopicSyncReport:
-    """Create missing replicas and bring every replica's topic configs in line with its source."""
+    """Create, grow and configure replicas; a topic that fails is reported, the others go on."""
     source = config.cluster(flow.source)
     target = config.cluster(flow.target)
+    exclude = config.config_properties_exclude
     report = TopicSyncReport()
     for plan in plans:
-        wanted = kafka_admin.explicit_topic_configs(source, plan.topic)
-        if not plan.replica_exists and kafka_admin.create_topic(
-                target, plan.replica_topic, plan.partitions, wanted, config.replication_factor):
-            report.created.append(plan.replica_topic)
-            continue
-        have = kafka_admin.explicit_topic_configs(target, plan.replica_topic)
-        to_set, to_reset = config_changes(wanted, have)
-        if to_set:
-            kafka_admin.alter_topic_configs(target, plan.replica_topic, to_set)
-            report.configs_set[plan.replica_topic] = to_set
-        if to_reset:
-            kafka_admin.delete_topic_configs(target, plan.replica_topic, to_reset)
-            report.configs_reset[plan.replica_topic] = to_reset
+        try:
+            _ensure_replica(config, source, target, plan, exclude, report)
+        except Exception as exc:  # per topic: KafkaAdminError, or a client error
+            report.errors[plan.topic] = str(exc).strip().splitlines()[0][:500] \
+                if str(exc).strip() else type(exc).__name__
+            log.error("flow %s: topic %s is not replicated: %s", flow.name, plan.topic,
+                      report.errors[plan.topic])
     return report
+
+
+def _ensure_replica(config: Config, source: ClusterConfig, target: ClusterConfig,
+                    plan: TopicPlan, exclude: Sequence[str], report: TopicSyncReport) -> None:
+    wanted = replicated_configs(topic_configs(source, plan.topic), exclude)
+    if not plan.replica_exists and kafka_admin.create_topic(
+            target, plan.replica_topic, plan.partitions, wanted, config.replication_factor):
+        report.created.append(plan.replica_topic)
+        return
+    have_partitions = kafka_admin.list_topics(target).get(plan.replica_topic)
+    if have_partitions is None:
+        raise ReplicaPartitionMismatchError(
+            f"replica topic {plan.replica_topic} on {target.alias} cannot be read")
+    if have_partitions < plan.partitions:
+        grow_partitions(target, plan.replica_topic, plan.partitions)
+        report.grown[plan.replica_topic] = (have_partitions, plan.partitions)
+        log.warning("replica topic %s on %s grown from %s to %s partitions, as its source",
+                    plan.replica_topic, target.alias, have_partitions, plan.partitions)
+    have = topic_configs(target, plan.replica_topic)
+    to_set, to_reset = config_changes(wanted, have, exclude)
+    if to_set:
+        kafka_admin.alter_topic_configs(target, plan.replica_topic, to_set)
+        report.configs_set[plan.replica_topic] = to_set
+    if to_reset:
+        kafka_admin.delete_topic_configs(target, plan.replica_topic, to_reset)
+        report.configs_reset[plan.replica_topic] = to_reset
+    if have.get("message.timestamp.type") == "LogAppendTime":
+        log.warning("replica topic %s has message.timestamp.type=LogAppendTime: its records "
+                    "get the target's append time, not the source timestamps; set it to "
+                    "CreateTime on %s", plan.replica_topic, target.alias)

@@ -51,10 +51,17 @@ def test_disaster_failover_loses_nothing_replicated(spark, own_clusters, capsys)
     clusters.stop("P", hard=True)
 
     capsys.readouterr()
-    assert cli.main(["failover", "--group", "G", "--from", "P", "--to", "B", "--format", "json",
-                     "--config", config.path]) == 0
+    # An unreachable source is never taken for a disaster on its own: refused, nothing written.
+    move = ["failover", "--group", "G", "--from", "P", "--to", "B", "--format", "json",
+            "--timeout", "5", "--config", config.path]
+    assert cli.main(move) == 2
+    refused = capsys.readouterr().err
+    assert "cluster P is unreachable" in refused and "--disaster" in refused
+    assert kafka_admin.group_offsets(backup, "G") == {}
+
+    assert cli.main([*move, "--disaster"]) == 0
     captured = capsys.readouterr()
-    assert "cluster P is unreachable: disaster mode" in captured.err
+    assert "disaster mode (--disaster): P is not contacted" in captured.err
     result = json.loads(captured.out)
     assert result["subscribe"] == ["P.Payments", "Payments"]
     read += consume(backup, "G", result["subscribe"])

@@ -147,3 +147,27 @@ def test_shipped_example_config_is_valid():
 def test_catalog_schema_location_kept_as_is():
     config = config_from_mapping(with_(ledger={"location": "main.offset_ledger"}))
     assert config.ledger_location == "main.offset_ledger"
+
+
+@pytest.mark.unit
+def test_cluster_property_from_environment_is_resolved_and_masked(monkeypatch):
+    monkeypatch.setenv("OL_TEST_P_PASSWORD", "s3cr3t-from-env")
+    config = config_from_mapping({
+        "clusters": {"P": {"bootstrap.servers": "p:9092",
+                           "sasl.password": "${env:OL_TEST_P_PASSWORD}"},
+                     "B": {"bootstrap.servers": "b:9092"}},
+        "flows": {"P->B": True}})
+    assert config.cluster("P").properties["sasl.password"] == "s3cr3t-from-env"
+    assert "s3cr3t-from-env" not in repr(config)
+
+
+@pytest.mark.unit
+def test_missing_environment_variable_names_the_key_not_a_value(monkeypatch):
+    monkeypatch.delenv("OL_TEST_MISSING", raising=False)
+    with pytest.raises(ConfigError, match=r"clusters\.P\.sasl\.password: environment variable "
+                                          r"OL_TEST_MISSING is not set"):
+        config_from_mapping({
+            "clusters": {"P": {"bootstrap.servers": "p:9092",
+                               "sasl.password": "${env:OL_TEST_MISSING}"},
+                         "B": {"bootstrap.servers": "b:9092"}},
+            "flows": {"P->B": True}})

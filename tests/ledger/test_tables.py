@@ -81,7 +81,7 @@ def test_corrupt_table_is_a_clear_error(spark, tmp_path):
     ledger.init()
     for f in (location / OFFSET_SYNCS / "_delta_log").glob("*.json"):
         f.write_text("{not json")
-    with pytest.raises(LedgerError, match=r"ledger table offset_syncs .* is corrupt"):
+    with pytest.raises(LedgerError, match=r"ledger table offset_syncs .* is damaged"):
         ledger.require(OFFSET_SYNCS, verify=True)
 
 

@@ -1,9 +1,11 @@
-"""``offset-ledger audit`` end to end on the reference ledger: JSON, tables and the HTML
-report (inline SVG per partition with failover/failback and resume points), and errors."""
+"""``offset-ledger audit`` end to end on the reference ledger: JSON, the 120-column table, the
+HTML report (summary cards, inline SVG per partition) rendered in headless Chromium, errors."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import pytest
 
@@ -38,9 +40,42 @@ def test_audit_html_report_as_of_a_version(config_path, tmp_path, capsys):
                      "--as-of-version", "1"]) == 0
     page = output.read_text()
     assert page.count("<svg") >= 2  # P->B p0, p1 (and B->P p0 when written by then)
-    assert "failover op-failover" in page and "failback op-failback" not in page
-    assert "resume point G B:P.Payments = 8" in page
-    assert "<h2>resume_audit (2 rows)</h2>" in page
+    assert "1. failover of G: P &rarr; B" in page and "failback of G" not in page
+    assert "2 of 2 resume points match re-translation" in page
+    assert "G: 8" in page  # the resume point B:P.Payments[0] = 8, labelled on its chart
+    assert "<script" not in page and "http://" not in page.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "").replace("http://www.w3.org/1999/xlink", "")
+
+
+def test_audit_table_fits_120_columns_and_wide_shows_the_marts(config_path, capsys):
+    assert job.main(["--config", config_path]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Everything matched: 5 of 5 resume points in 2 operation(s)")
+    assert max(len(line) for line in out.splitlines()) <= 120
+    assert "reverse checkpointing saved 6 re-read record(s)" in out
+    assert job.main(["--config", config_path, "--wide"]) == 0
+    assert "== resume_audit (5 rows)" in capsys.readouterr().out
+
+
+@pytest.mark.e2e
+def test_html_report_renders_in_headless_chromium(config_path, tmp_path, capsys):
+    """The page loads in a real browser without errors and shows every operation's verdict."""
+    output, shot = tmp_path / "report.html", tmp_path / "report.png"
+    assert job.main(["--config", config_path, "--format", "html", "--output", str(output)]) == 0
+    browser = shutil.which("chromium")
+    assert browser, "chromium is missing: `make setup` installs Debian's chromium package"
+    flags = [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--enable-logging=stderr", "--v=0", "--window-size=1280,2000"]
+    dom = subprocess.run([*flags, "--dump-dom", output.as_uri()], capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert "Uncaught" not in dom.stderr and "CONSOLE" not in dom.stderr, dom.stderr[-2000:]
+    for verdict in ("2 of 2 resume points match re-translation",
+                    "3 of 3 resume points match re-translation"):
+        assert verdict in dom.stdout
+    assert "Everything matched: 5 of 5 resume points" in dom.stdout
+    subprocess.run([*flags, f"--screenshot={shot}", output.as_uri()], capture_output=True,
+                   timeout=120, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 
 def test_audit_missing_ledger_is_an_error(tmp_path, capsys):

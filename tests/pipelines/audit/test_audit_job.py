@@ -22,9 +22,13 @@ def test_job_yaml_is_a_dbt_task_on_the_project():
     (spec,) = doc["resources"]["jobs"].values()
     (task,) = spec["tasks"]
     dbt = task["dbt_task"]
-    assert dbt["project_directory"] == "dbt" and (DBT_DIR / "dbt_project.yml").exists()
-    assert dbt["catalog"] == "${var.catalog}" and dbt["schema"] == "${var.schema}"
-    assert any(c.startswith("dbt build") and "${var.schema}" in c for c in dbt["commands"])
+    # Bundle paths are relative to the file declaring them: pipelines/audit/job.yml -> dbt/.
+    project = (JOB_YML.parent / dbt["project_directory"]).resolve()
+    assert project == DBT_DIR.resolve() and (DBT_DIR / "dbt_project.yml").exists()
+    # Marts in their own schema; the sources read the ledger's schema (ledger_schema var).
+    assert dbt["catalog"] == "${var.catalog}" and dbt["schema"] == "${var.schema}_audit"
+    assert any(c.startswith("dbt build") and "{ledger_schema: ${var.schema}}" in c
+               for c in dbt["commands"])
 
 
 def test_profiles_have_a_local_session_target_and_a_databricks_target():

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 JOB_YML = Path(job.__file__).with_name("job.yml")
 
 
-def test_job_yaml_runs_the_wheel_entry_point_with_the_config_variable():
+def test_job_yaml_runs_the_wheel_entry_point_with_the_config_and_ledger_variables():
     doc = yaml.safe_load(JOB_YML.read_text())
     assert list(doc) == ["resources"] and list(doc["resources"]) == ["jobs"]
     (spec,) = doc["resources"]["jobs"].values()
@@ -23,7 +23,9 @@ def test_job_yaml_runs_the_wheel_entry_point_with_the_config_variable():
     wheel = task["python_wheel_task"]
     assert wheel["package_name"] == "offset_ledger"
     assert wheel["entry_point"] == "offset-ledger-validate"
-    assert wheel["parameters"] == ["--config", "${var.config_path}"]
+    # The target's one ledger, as every job of the bundle names it.
+    assert wheel["parameters"] == ["--config", "${var.config_path}",
+                                   "--ledger-location", "${var.catalog}.${var.schema}"]
 
 
 def test_arguments():

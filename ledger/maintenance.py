@@ -1,0 +1,128 @@
+"""Retention and upkeep of the ledger's Delta tables: ``ledger init`` and ``ledger maintain``.
+
+Invariants:
+    * Retention is configuration (``ledger.audit.retention.days``): every table carries it as
+      ``delta.logRetentionDuration``, ``delta.deletedFileRetentionDuration`` and
+      ``delta.checkpointRetentionDuration``. Applying it is idempotent: a table that already has
+      the values gains no Delta version.
+    * ``maintain`` never shortens what time travel can reach inside the retention horizon:
+      VACUUM keeps every file a version younger than the retention needs (it retains exactly the
+      configured days, never fewer), and the log is cleaned only by Delta itself at checkpoint
+      time, under the same ``logRetentionDuration``.
+    * Compaction (OPTIMIZE) rewrites files but not rows: every table answers the same before and
+      after, at its latest version and, through time travel, at every retained version.
+    * The Z-order columns are the predicates of the reads the product makes (a flow partition's
+      runs by offset, a group's checkpoints and commits), so that data skipping keeps those reads
+      to a few files whatever the ledger's age.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.schemas import (
+    CHECKPOINTS,
+    GROUP_OFFSETS,
+    OFFSET_SYNCS,
+    RESUME_POINTS,
+    SCHEMAS,
+)
+from ledger.tables import Ledger
+
+ZORDER: dict[str, tuple[str, ...]] = {
+    OFFSET_SYNCS: ("topic", "partition", "downstream_offset"),
+    CHECKPOINTS: ("group_id", "source_topic", "partition"),
+    GROUP_OFFSETS: ("group_id", "topic", "partition"),
+    RESUME_POINTS: ("operation_id", "group_id"),
+}
+"""Per table, the columns OPTIMIZE clusters by (Z-order); other tables are only compacted."""
+
+
+def retention_properties(days: int) -> dict[str, str]:
+    """The Delta table properties that keep ``days`` of history readable."""
+    interval = f"interval {int(days)} days"
+    return {
+        "delta.logRetentionDuration": interval,
+        "delta.deletedFileRetentionDuration": interval,
+        "delta.checkpointRetentionDuration": interval,
+    }
+
+
+def table_properties(ledger: Ledger, name: str) -> dict[str, str]:
+    row = ledger.spark.sql(f"DESCRIBE DETAIL {ledger.identifier(name)}").first()
+    return dict(row["properties"] or {}) if row is not None else {}
+
+
+def apply_retention(ledger: Ledger, days: int, names: tuple[str, ...] = ()) -> dict[str, bool]:
+    """Set the retention properties where they differ; return ``{table: changed}``."""
+    wanted = retention_properties(days)
+    changed = {}
+    for name in names or tuple(SCHEMAS):
+        current = table_properties(ledger, name)
+        if all(current.get(k) == v for k, v in wanted.items()):
+            changed[name] = False
+            continue
+        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
+        ledger.spark.sql(f"ALTER TABLE {ledger.identifier(name)} SET TBLPROPERTIES "
+                         f"({assignments})")
+        changed[name] = True
+    return changed
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    """What ``maintain`` did to one table."""
+
+    table: str
+    files_before: int
+    files_after: int
+    version_before: int
+    version_after: int
+    retention_changed: bool
+    vacuumed: bool
+    zorder: tuple[str, ...]
+
+    def line(self) -> str:
+        clustering = f"zorder by {', '.join(self.zorder)}" if self.zorder else "compacted"
+        return (f"{self.table:22} files {self.files_before:>5} -> {self.files_after:<5} "
+                f"{clustering:50} version {self.version_before} -> {self.version_after}"
+                f"{'  retention set' if self.retention_changed else ''}"
+                f"{'  vacuumed' if self.vacuumed else ''}")
+
+
+def _num_files(ledger: Ledger, name: str) -> int:
+    row = ledger.spark.sql(f"DESCRIBE DETAIL {ledger.identifier(name)}").first()
+    return int(row["numFiles"] or 0) if row is not None else 0
+
+
+def _checkpoint(ledger: Ledger, name: str) -> None:
+    """Write a Delta checkpoint now; Delta then cleans log files past the log retention."""
+    jvm = ledger.spark.sparkContext._jvm
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog
+    log = (delta_log.forTable(ledger.spark._jsparkSession, ledger.table_path(name))
+           if ledger.path_based else
+           delta_log.forTable(ledger.spark._jsparkSession,
+                              jvm.org.apache.spark.sql.catalyst.TableIdentifier(
+                                  name, jvm.scala.Some(ledger.location))))
+    log.checkpoint()
+
+
+def maintain(ledger: Ledger, days: int, names: tuple[str, ...] = (), *,
+             vacuum: bool = True) -> list[MaintenanceReport]:
+    """Compact (and Z-order), checkpoint, and VACUUM each table within ``days`` of retention."""
+    ledger.require(*(names or tuple(SCHEMAS)), verify=True)
+    reports = []
+    for name in names or tuple(SCHEMAS):
+        files_before, version_before = _num_files(ledger, name), ledger.version(name)
+        changed = apply_retention(ledger, days, (name,))[name]
+        zorder = ZORDER.get(name, ())
+        by = f" ZORDER BY ({', '.join(f'`{c}`' for c in zorder)})" if zorder else ""
+        ledger.spark.sql(f"OPTIMIZE {ledger.identifier(name)}{by}").collect()
+        _checkpoint(ledger, name)
+        if vacuum:
+            ledger.spark.sql(f"VACUUM {ledger.identifier(name)} RETAIN {int(days) * 24} HOURS"
+                             ).collect()
+        reports.append(MaintenanceReport(name, files_before, _num_files(ledger, name),
+                                         version_before, ledger.version(name), changed, vacuum,
+                                         zorder))
+    return reports

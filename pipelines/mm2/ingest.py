@@ -1,0 +1,371 @@
+"""``offset-ledger ingest mm2 --flow 'P->B' [--once]``: read an MM2 flow's syncs and checkpoints.
+
+Reads, for the flow ``S->T`` of an existing MirrorMaker 2 (or SRM) deployment:
+
+* ``mm2-offset-syncs.<T>.internal`` on S (``offset-syncs.topic.location: source``, MM2's
+  default) or ``mm2-offset-syncs.<S>.internal`` on T (``target``), into ``offset_syncs``: each
+  sync is a run of length 1 (MM2's point sync), in the order MM2 wrote them, so the DESIGN.md
+  epoch and translation rules apply with n = 1, which is MM2's own rule;
+* ``<S>.checkpoints.internal`` on T into ``checkpoints`` (forward, or reverse for a topic that
+  came from T), so audits show what MM2's checkpoints said;
+* MM2's Connect offsets topic on T (``mm2-offsets.<S>.internal`` in dedicated mode, or
+  ``--connect-offsets-topic``): MirrorSourceConnector's committed source offsets, the last
+  upstream record of each partition that T acknowledged, into ``replication_progress`` rows
+  (flow, topic, partition). That is how far MM2 has replicated, which sparse syncs do not say:
+  failover/failback readiness and ``status`` read it as they read offset-ledger's own progress.
+
+Invariants:
+    * Origin: every ingested row is marked. ``offset_syncs.run_id`` is ``mm2:<sync topic>`` and
+      ``batch_id`` the sync's offset in that topic; ``checkpoints.checkpoint_id`` is
+      ``mm2:<checkpoint topic>@<offset>``. Nothing else in the ledger starts with ``mm2:``.
+    * Incremental and bounded: how far each internal topic was read is one
+      ``replication_progress`` row (flow, internal topic, partition 0), MERGEd after the rows
+      are appended; a pass reads that row, then only the records after it. Appends carry a
+      Delta ``txnAppId``/``txnVersion`` (the last offset read), so a pass re-run after a crash
+      between the append and the position update writes nothing twice.
+    * A record that does not decode stops the pass with an error before anything is written.
+    * Records are read up to the end offsets measured at the start of the pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from ledger.config import ClusterConfig, Config, FlowConfig
+from ledger.errors import OffsetLedgerError
+from ledger.policy import ReplicationPolicy
+from ledger.records import CheckpointRecord, ProgressRecord, rows
+from ledger.schemas import (
+    CHECKPOINTS,
+    CHECKPOINTS_SCHEMA,
+    OFFSET_SYNCS,
+    OFFSET_SYNCS_SCHEMA,
+    REPLICATION_PROGRESS,
+    REPLICATION_PROGRESS_SCHEMA,
+)
+from ledger.tables import Ledger
+from pipelines.cli import add_flow_arguments
+from pipelines.mm2 import formats
+
+log = logging.getLogger(__name__)
+
+ORIGIN = "mm2:"
+POLL_TIMEOUT_S = 1.0
+READ_TIMEOUT_S = 60.0
+
+
+class IngestError(OffsetLedgerError):
+    """An MM2 internal topic cannot be read."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One MM2 internal topic of a flow and the cluster that holds it."""
+
+    cluster: ClusterConfig
+    topic: str
+
+
+@dataclass
+class Record:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass
+class IngestResult:
+    flow: str
+    syncs_topic: str
+    checkpoints_topic: str
+    syncs: int = 0
+    checkpoints: int = 0
+    positions: dict[str, int] = field(default_factory=dict)
+    replicated: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        where = ", ".join(f"{t} at {o}" for t, o in sorted(self.positions.items()))
+        return (f"ingest mm2 flow {self.flow}: {self.syncs} offset-sync(s), "
+                f"{self.checkpoints} checkpoint(s) ingested; read up to {where or 'nothing'}; "
+                f"MM2 replication progress for {len(self.replicated)} partition(s)")
+
+
+def sources(config: Config, flow: FlowConfig) -> tuple[Source, Source]:
+    """The flow's MM2 offset-syncs and checkpoints topics and where they live."""
+    sep = config.replication_policy_separator
+    if flow.offset_syncs_topic_location == "target":
+        syncs = Source(config.cluster(flow.target), formats.offset_syncs_topic(flow.source, sep))
+    else:
+        syncs = Source(config.cluster(flow.source), formats.offset_syncs_topic(flow.target, sep))
+    return syncs, Source(config.cluster(flow.target), formats.checkpoints_topic(flow.source, sep))
+
+
+def read_topic(source: Source, start: int | None, partition: int = 0) -> tuple[list[Record], int]:
+    """Records of one partition from ``start`` (or the log start) up to the current end.
+
+    Returns the records and the end offset that was read up to.
+    """
+    consumer = Consumer(source.cluster.client_config(**{
+        "group.id": "offset-ledger-mm2-ingest", "enable.auto.commit": False,
+        "enable.partition.eof": False, "log_level": 0}))
+    try:
+        tp = TopicPartition(source.topic, partition)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        except KafkaException as exc:
+            raise IngestError(f"cluster {source.cluster.alias}: cannot read {source.topic} "
+                              f"(is MirrorMaker 2 running this flow?): {exc}") from None
+        begin = low if start is None else max(start, low)
+        records: list[Record] = []
+        if begin >= high:
+            return records, max(begin, high)
+        consumer.assign([TopicPartition(source.topic, partition, begin)])
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        next_offset = begin
+        while next_offset < high:
+            if time.monotonic() > deadline:
+                raise IngestError(f"cluster {source.cluster.alias}: reading {source.topic} "
+                                  f"stalled at {next_offset}/{high}")
+            for msg in consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT_S):
+                if msg.error():
+                    raise IngestError(f"cluster {source.cluster.alias}: reading "
+                                      f"{source.topic}: {msg.error()}")
+                if msg.offset() >= high:
+                    continue
+                records.append(Record(msg.offset(), msg.timestamp()[1], msg.key(), msg.value()))
+                next_offset = msg.offset() + 1
+        return records, high
+    finally:
+        consumer.close()
+
+
+def read_all_partitions(source: Source) -> list[Record]:
+    """Every record of every partition (a compacted Connect topic has 25 by default)."""
+    from pipelines import kafka_admin
+
+    partitions = kafka_admin.list_topics(source.cluster).get(source.topic)
+    if partitions is None:
+        raise IngestError(f"cluster {source.cluster.alias}: no topic {source.topic}")
+    out: list[Record] = []
+    for partition in range(partitions):
+        out.extend(read_topic(source, None, partition)[0])
+    return out
+
+
+def _ts(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(tzinfo=None)
+
+
+def sync_rows(flow: FlowConfig, policy: ReplicationPolicy, topic: str,
+              records: list[Record]) -> list[tuple]:
+    """``offset_syncs`` rows: one n = 1 run per sync, ``written_at`` never decreasing."""
+    out, previous = [], None
+    for rec in records:
+        sync = formats.decode_offset_sync(rec.key, rec.value)
+        written = _ts(rec.timestamp_ms)
+        if previous is not None and written < previous:
+            written = previous  # batch_id (the sync's offset) orders syncs with equal times
+        previous = written
+        out.append((flow.name, flow.source, flow.target, sync.topic,
+                    policy.remote_topic(flow.source, sync.topic), sync.partition,
+                    sync.upstream_offset, sync.downstream_offset, 1, f"{ORIGIN}{topic}",
+                    rec.offset, written))
+    return out
+
+
+def checkpoint_records(flow: FlowConfig, policy: ReplicationPolicy, topic: str,
+                       records: list[Record], offset_syncs_version: int) -> list[CheckpointRecord]:
+    """``checkpoints`` rows for MM2's checkpoints (their topic is the name on the target)."""
+    out = []
+    for rec in records:
+        cp = formats.decode_checkpoint(rec.key, rec.value)
+        if policy.topic_source(cp.topic) == flow.source or policy.prefixless:
+            direction, sync_flow = "forward", flow.name
+            source_topic = policy.upstream_topic(cp.topic) or cp.topic
+        else:  # MM2 maps a group's offsets on S's "T.X" back to "X" on T
+            direction, sync_flow = "reverse", f"{flow.target}->{flow.source}"
+            source_topic = policy.remote_topic(flow.target, cp.topic)
+        out.append(CheckpointRecord(
+            checkpoint_id=f"{ORIGIN}{topic}@{rec.offset}", flow=sync_flow, direction=direction,
+            group_id=cp.group, source_cluster=flow.source, source_topic=source_topic,
+            partition=cp.partition, source_offset=cp.upstream_offset,
+            target_cluster=flow.target, target_topic=cp.topic,
+            target_offset=cp.downstream_offset, status="translated",
+            reason=f"MirrorMaker 2 checkpoint{' ' + cp.metadata if cp.metadata else ''}",
+            group_rewound=False, offset_syncs_version=offset_syncs_version,
+            checkpointed_at=_ts(rec.timestamp_ms)))
+    return out
+
+
+def connect_offsets(flow: FlowConfig, records: list[Record]) -> dict[tuple[str, int], Record]:
+    """MirrorSourceConnector's latest committed upstream offset per (topic, partition) of S.
+
+    Key ``["MirrorSourceConnector", {"cluster": S, "topic": t, "partition": p}]``, value
+    ``{"offset": o}``: record ``o`` of ``t[p]`` was acknowledged by T. The last record per key
+    wins (a tombstone removes it); keys of other connectors or clusters are ignored.
+    """
+    latest: dict[tuple[str, int], Record | None] = {}
+    for rec in records:
+        try:
+            key = json.loads(rec.key or b"null")
+            name, part = key
+            if not str(name).endswith("MirrorSourceConnector") or part.get("cluster") != \
+                    flow.source:
+                continue
+            tp = (str(part["topic"]), int(part["partition"]))
+            offset = None if rec.value is None else int(json.loads(rec.value)["offset"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue  # another connector's record: not MM2's source offsets
+        latest[tp] = None if offset is None else Record(offset, rec.timestamp_ms, None, None)
+    return {tp: r for tp, r in latest.items() if r is not None}
+
+
+def replicated_progress(flow: FlowConfig, policy: ReplicationPolicy,
+                        latest: dict[tuple[str, int], Record], ends: dict[tuple[str, int], int],
+                        batch_id: int, now: dt.datetime) -> list[ProgressRecord]:
+    """``replication_progress`` rows for the partitions MM2 has replicated."""
+    out = []
+    for (topic, partition), rec in sorted(latest.items()):
+        last = rec.offset
+        end = ends.get((topic, partition))
+        out.append(ProgressRecord(
+            flow=flow.name, topic=topic, replica_topic=policy.remote_topic(flow.source, topic),
+            partition=partition, last_upstream_offset=last, next_upstream_offset=last + 1,
+            source_end_offset=end, lag=None if end is None else max(0, end - (last + 1)),
+            newest_record_timestamp=None, record_age_ms=None, batch_id=batch_id,
+            updated_at=now))
+    return out
+
+
+def positions(ledger: Ledger, flow: str, topics: list[str]) -> dict[str, int]:
+    """Where the last pass stopped in each internal topic (one small row each)."""
+    found = (ledger.read(REPLICATION_PROGRESS)
+             .where((F.col("flow") == flow) & F.col("topic").isin(topics)
+                    & (F.col("partition") == 0))
+             .select("topic", "next_upstream_offset").collect())
+    return {r["topic"]: r["next_upstream_offset"] for r in found
+            if r["next_upstream_offset"] is not None}
+
+
+def position_record(flow: str, topic: str, records: list[Record], end: int,
+                    now: dt.datetime) -> ProgressRecord:
+    last = records[-1]
+    newest = _ts(max(r.timestamp_ms for r in records))
+    return ProgressRecord(
+        flow=flow, topic=topic, replica_topic=topic, partition=0,
+        last_upstream_offset=last.offset, next_upstream_offset=last.offset + 1,
+        source_end_offset=end, lag=max(0, end - (last.offset + 1)),
+        newest_record_timestamp=newest,
+        record_age_ms=max(0, int((now - newest).total_seconds() * 1000)),
+        batch_id=last.offset, updated_at=now)
+
+
+def default_connect_offsets_topic(config: Config, flow: FlowConfig) -> str:
+    """Dedicated-mode MM2's Connect offsets topic on T (``offset.storage.topic``)."""
+    return f"mm2-offsets.{flow.source}.internal"
+
+
+def ingest_once(spark: SparkSession, config: Config, flow_name: str,
+                connect_offsets_topic: str | None = None) -> IngestResult:
+    """One pass: everything MM2 wrote since the last pass, into the ledger."""
+    flow = config.flow(flow_name)
+    policy = ReplicationPolicy.from_config(config)
+    ledger = Ledger(spark, config.ledger_location)
+    ledger.init()
+    syncs_src, cps_src = sources(config, flow)
+    offsets_src = Source(config.cluster(flow.target),
+                         connect_offsets_topic or default_connect_offsets_topic(config, flow))
+    result = IngestResult(flow.name, syncs_src.topic, cps_src.topic)
+    start = positions(ledger, flow.name, [syncs_src.topic, cps_src.topic])
+    sync_recs, _ = read_topic(syncs_src, start.get(syncs_src.topic))
+    cp_recs, _ = read_topic(cps_src, start.get(cps_src.topic))
+    # Compacted and small: read whole, so the latest offset of every partition is known.
+    try:
+        offset_recs = read_all_partitions(offsets_src)
+    except (IngestError, OffsetLedgerError) as exc:
+        log.warning("%s; replication progress of flow %s not ingested", exc, flow.name)
+        offset_recs = []
+    latest = connect_offsets(flow, offset_recs)
+    # Decode everything before writing anything: a bad record writes nothing.
+    syncs = sync_rows(flow, policy, syncs_src.topic, sync_recs)
+    checkpoints = checkpoint_records(flow, policy, cps_src.topic, cp_recs, -1)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    progress: list[ProgressRecord] = []
+    app = f"offset-ledger mm2 ingest {flow.name}"
+    if syncs:
+        ledger.append(OFFSET_SYNCS, spark.createDataFrame(syncs, OFFSET_SYNCS_SCHEMA),
+                      txn_app_id=f"{app} {syncs_src.topic}", txn_version=sync_recs[-1].offset)
+        progress.append(position_record(flow.name, syncs_src.topic, sync_recs,
+                                        sync_recs[-1].offset + 1, now))
+    if checkpoints:
+        version = ledger.version(OFFSET_SYNCS)
+        records = [CheckpointRecord.from_row({**c.to_row(), "offset_syncs_version": version})
+                   for c in checkpoints]
+        ledger.append(CHECKPOINTS, spark.createDataFrame(rows(records), CHECKPOINTS_SCHEMA),
+                      txn_app_id=f"{app} {cps_src.topic}", txn_version=cp_recs[-1].offset)
+        progress.append(position_record(flow.name, cps_src.topic, cp_recs,
+                                        cp_recs[-1].offset + 1, now))
+    if latest:
+        from pipelines import kafka_admin
+
+        ends = kafka_admin.end_offsets(config.cluster(flow.source), latest)
+        progress.extend(replicated_progress(flow, policy, latest, ends, len(offset_recs), now))
+        result.replicated = {tp: r.offset + 1 for tp, r in latest.items()}
+    if progress:
+        ledger.merge(REPLICATION_PROGRESS,
+                     spark.createDataFrame(rows(progress), REPLICATION_PROGRESS_SCHEMA))
+    result.syncs, result.checkpoints = len(syncs), len(checkpoints)
+    result.positions = {**start, **{p.topic: p.next_upstream_offset for p in progress}}
+    return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source_kind", choices=["mm2"], metavar="mm2",
+                        help="what to ingest: mm2 (MirrorMaker 2 or SRM internal topics)")
+    add_flow_arguments(parser, "the MM2 flow")
+    parser.add_argument("--once", action="store_true", help="one pass, then exit")
+    parser.add_argument("--interval", type=float, default=None,
+                        help="seconds between passes (default emit.checkpoints.interval.seconds)")
+    parser.add_argument("--connect-offsets-topic", default=None,
+                        help="MM2's Connect offsets topic on the target (offset.storage.topic; "
+                             "default mm2-offsets.<source>.internal)")
+    parser.add_argument("--max-passes", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    from pipelines.spark import get_spark
+
+    config.flow(args.flow)  # unknown aliases fail before Spark starts
+    spark = get_spark("offset-ledger-ingest-mm2")
+    every = args.interval if args.interval is not None else max(
+        1, config.emit_checkpoints_interval_seconds)
+    passes = 0
+    while True:
+        started = time.monotonic()
+        result = ingest_once(spark, config, args.flow, args.connect_offsets_topic)
+        print(result.summary(), flush=True)
+        passes += 1
+        if args.once or (args.max_passes is not None and passes >= args.max_passes):
+            return 0
+        time.sleep(max(0.0, every - (time.monotonic() - started)))  # scheduler interval
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipelines.cli import job_main
+
+    return job_main("ingest", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""The executor task: copy planned offset ranges with librdkafka and return only their runs.
+
+One Spark task receives a few :class:`CopyRange` (distinct source partitions), consumes them
+with one confluent-kafka consumer (``assign`` at the planned offsets, ``read_committed``, no
+group, no commits) and produces every record to the same partition number of the replica with
+one idempotent producer. Record bytes stay in librdkafka and this Python worker; only one
+:class:`RangeResult` per range (its runs, counts, the offset it reached, or its error) goes
+back to the driver.
+
+Invariants:
+    * Per range, records are produced in upstream offset order, and only records with
+      ``start <= offset < end`` (or fewer, when the byte bound stops the range early: then
+      ``position`` says where it stopped). ``position`` is the next upstream offset to read:
+      it passes transaction markers and aborted records, which are never copied.
+    * Runs come only from successful delivery reports, paired and checked by
+      ``sink.PartitionDeliveries``: a range with any failed, missing or out-of-order report
+      returns an ``error`` and no runs. Its copies are then unrecorded duplicates, never a
+      wrong mapping.
+    * A range's failure is returned, not raised, so the other ranges of the batch are still
+      recorded; a crash of the task itself (executor lost) is retried by Spark, and a retried
+      attempt re-copies its ranges: only the attempt whose result reaches the driver is
+      recorded.
+    * Key, value (``None`` kept), headers (order and ``None`` values kept) and the source
+      timestamp are copied. The timestamp is passed explicitly, whatever the source's
+      timestamp type (a LogAppendTime source yields a CreateTime replica with the source's
+      timestamps). librdkafka treats a produce timestamp of 0 as "now", so a record with
+      timestamp 0 is produced through ``_produce_epoch_zero`` (kafka-python); a record
+      without a timestamp (-1) gets the produce time, as a Java producer would give it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.writer import PartitionSummary
+from pipelines.replicate.sink import (
+    FLUSH_TIMEOUT_S,
+    POLL_EVERY,
+    DeliveryError,
+    PartitionDeliveries,
+)
+
+CONSUME_BATCH = 10_000
+# A range that yields nothing (no record, no end-of-partition) for this long fails.
+IDLE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class CopyRange:
+    """Copy upstream offsets ``[start, end)`` of ``topic[partition]`` to ``replica_topic``."""
+
+    topic: str
+    replica_topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class RangeResult:
+    """What a task did with one range (built on the executor, read on the driver)."""
+
+    range: CopyRange
+    summary: PartitionSummary | None  # the runs written; None if no record was copied
+    position: int                     # next upstream offset to read
+    records: int
+    bytes: int
+    error: str | None = None
+
+
+class _Open:
+    """One range being copied."""
+
+    __slots__ = ("bytes", "deliveries", "done", "error", "position", "range")
+
+    def __init__(self, r: CopyRange) -> None:
+        self.range = r
+        self.deliveries = PartitionDeliveries(r.topic, r.replica_topic, r.partition)
+        self.position = r.start
+        self.bytes = 0
+        self.done = r.start >= r.end
+        self.error: str | None = None
+
+
+def copy_ranges(consumer_config: Mapping[str, Any], producer_config: Mapping[str, Any],
+                max_bytes: int | None = None, flush_timeout_s: float = FLUSH_TIMEOUT_S,
+                ) -> Callable[[Iterator[CopyRange]], Iterator[RangeResult]]:
+    """The function given to ``RDD.mapPartitions``: ranges in, one result per range out.
+
+    Args:
+        consumer_config: from ``source.consumer_config`` (secrets included: never logged).
+        producer_config: from ``sink.producer_config``.
+        max_bytes: per-range bound on copied key + value bytes; a range stops after the
+            record that reaches it (``position`` tells the driver where).
+        flush_timeout_s: how long to wait for outstanding deliveries.
+    """
+    consumer_config, producer_config = dict(consumer_config), dict(producer_config)
+
+    def run(ranges: Iterator[CopyRange]) -> Iterator[RangeResult]:
+        todo = list(ranges)
+        if todo:
+            yield from _copy(todo, consumer_config, producer_config, max_bytes, flush_timeout_s)
+
+    return run
+
+
+def _copy(ranges: Sequence[CopyRange], consumer_config: dict[str, Any],
+          producer_config: dict[str, Any], max_bytes: int | None,
+          flush_timeout_s: float) -> list[RangeResult]:
+    from confluent_kafka import Consumer, Producer
+
+    opened = {r.key: _Open(r) for r in ranges}
+    if not any(not o.done for o in opened.values()):
+        return [_result(o) for o in opened.values()]
+    try:
+        consumer = Consumer(consumer_config)
+        producer = Producer(producer_config)
+    except Exception as exc:  # bad client settings: every range fails alike
+        return [_result(o, f"cannot create Kafka clients: {_short(exc)}")
+                for o in opened.values()]
+    try:
+        _consume_and_produce(consumer, producer, opened, max_bytes, producer_config)
+        remaining = producer.flush(flush_timeout_s)
+        if remaining:
+            for o in opened.values():
+                o.error = o.error or f"{remaining} record(s) undelivered after " \
+                                     f"{flush_timeout_s:.0f}s"
+    finally:
+        consumer.close()
+    return [_result(o) for o in opened.values()]
+
+
+def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, int], _Open],
+                         max_bytes: int | None, producer_config: Mapping[str, Any]) -> None:
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, TopicPartition
+
+    consumer.assign([TopicPartition(o.range.topic, o.range.partition, o.range.start)
+                     for o in opened.values() if not o.done])
+    active = sum(1 for o in opened.values() if not o.done)
+    produce, poll = producer.produce, producer.poll
+    limit = max_bytes or 0
+    produced = 0
+    zero: dict[str, Any] = {"config": producer_config}
+    last_progress = time.monotonic()
+    while active:
+        msgs = consumer.consume(CONSUME_BATCH, 0.5)
+        if not msgs:
+            if time.monotonic() - last_progress > IDLE_TIMEOUT_S:
+                for o in opened.values():
+                    if not o.done:
+                        o.done, o.error = True, (f"nothing read from {o.range.topic}"
+                                                 f"[{o.range.partition}] for "
+                                                 f"{IDLE_TIMEOUT_S:.0f}s at offset {o.position}")
+                return
+            poll(0)
+            continue
+        last_progress = time.monotonic()
+        current: _Open | None = None
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                o = opened.get((msg.topic(), msg.partition()))
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if o is not None and not o.done and msg.offset() >= o.range.end:
+                        o.position, o.done = o.range.end, True
+                        active -= 1
+                    continue
+                targets = [o] if o is not None else list(opened.values())
+                for t in targets:
+                    if not t.done:
+                        t.done, t.error = True, f"reading failed: {err.str()}"
+                        active -= 1
+                continue
+            if current is None or current.range.partition != msg.partition() or \
+                    current.range.topic != msg.topic():
+                current = opened[(msg.topic(), msg.partition())]
+            o = current
+            if o.done:
+                continue
+            offset = msg.offset()
+            if offset >= o.range.end:  # the range ended with markers or aborted records
+                o.position, o.done = o.range.end, True
+                active -= 1
+                consumer.pause([TopicPartition(o.range.topic, o.range.partition)])
+                continue
+            ts_type, ts = msg.timestamp()
+            epoch_zero = False
+            if ts_type == TIMESTAMP_NOT_AVAILABLE or ts < 0:
+                ts = 0  # no timestamp: the produce time, as the Java producer does
+            else:
+                epoch_zero = ts == 0
+                if ts > (o.deliveries.newest_timestamp_ms or -1):
+                    o.deliveries.newest_timestamp_ms = ts
+            key, value = msg.key(), msg.value()
+            d = o.deliveries
+            d.upstream.append(offset)
+            if epoch_zero:
+                _produce_epoch_zero(producer, d, offset, key, value, msg.headers(), zero)
+            else:
+                while True:
+                    try:
+                        produce(d.replica, value, key, d.partition, on_delivery=d.on_delivery,
+                                timestamp=ts, headers=msg.headers())
+                        break
+                    except BufferError:  # local queue full: let deliveries drain
+                        poll(0.05)
+            produced += 1
+            if produced % POLL_EVERY == 0:
+                poll(0)
+            o.position = offset + 1
+            if limit:
+                o.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+            if o.position >= o.range.end or (limit and o.bytes >= limit):
+                o.done = True
+                active -= 1
+                consumer.pause([TopicPartition(o.range.topic, o.range.partition)])
+
+
+def _produce_epoch_zero(producer: Any, d: PartitionDeliveries, upstream: int, key: bytes | None,
+                        value: bytes | None, headers: Any, zero: dict[str, Any]) -> None:
+    """Produce a record whose timestamp is 0 (1970-01-01T00:00:00Z) keeping timestamp 0.
+
+    librdkafka replaces a produce timestamp of 0 with the current time (a negative one becomes
+    "no timestamp"), so such a record goes through kafka-python, whose producer writes 0 as
+    given. Order is kept: the librdkafka producer is flushed first (its reports are in), the
+    record is sent synchronously, and its offset is appended as the next delivery report. The
+    stored timestamp is checked; any difference fails the range (nothing recorded).
+    kafka-python refuses a null header value and a record with neither key nor value: such a
+    record with timestamp 0 fails its range (reported, nothing recorded).
+    """
+    remaining = producer.flush(FLUSH_TIMEOUT_S)
+    if remaining:
+        d.failures.append(f"{remaining} record(s) undelivered before upstream record {upstream}")
+        return
+    try:
+        if "producer" not in zero:
+            zero["producer"] = _python_producer(zero["config"])
+        meta = zero["producer"].send(
+            d.replica, value=value, key=key, partition=d.partition, timestamp_ms=0,
+            headers=list(headers) if headers else None,
+        ).get(timeout=FLUSH_TIMEOUT_S)
+    except Exception as exc:
+        d.failures.append(f"upstream record {upstream} (timestamp 0): {_short(exc)}")
+        return
+    if meta.timestamp not in (0, -1):
+        d.failures.append(f"timestamp 0 of upstream record {upstream} became {meta.timestamp}")
+        return
+    d.delivered.append(meta.offset)
+
+
+def _python_producer(config: Mapping[str, Any]) -> Any:
+    """A kafka-python producer for the replica, from the librdkafka settings."""
+    try:
+        from kafka import KafkaProducer
+    except ImportError as exc:
+        raise RuntimeError("records with timestamp 0 need the kafka-python package "
+                           "(librdkafka cannot produce timestamp 0)") from exc
+    names = {"bootstrap.servers": "bootstrap_servers", "security.protocol": "security_protocol",
+             "sasl.mechanism": "sasl_mechanism", "sasl.mechanisms": "sasl_mechanism",
+             "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+             "ssl.ca.location": "ssl_cafile", "client.id": "client_id"}
+    kwargs = {names[k]: v for k, v in config.items() if k in names}
+    if "security_protocol" in kwargs:
+        kwargs["security_protocol"] = str(kwargs["security_protocol"]).upper()
+    return KafkaProducer(acks="all", enable_idempotence=True, **kwargs)
+
+
+def _result(o: _Open, error: str | None = None) -> RangeResult:
+    error = error or o.error
+    summary = None
+    if error is None:
+        try:
+            summary = o.deliveries.summary()
+        except DeliveryError as exc:
+            error = str(exc)
+    records = o.deliveries.records_produced
+    if error is not None:
+        return RangeResult(o.range, None, o.range.start, records, o.bytes, error)
+    return RangeResult(o.range, summary, o.position, records, o.bytes, None)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

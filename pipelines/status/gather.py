@@ -1,0 +1,263 @@
+"""The I/O edge of ``status``: read the clusters and the ledger, build :mod:`readiness` objects.
+
+Invariants:
+    * Reads only: nothing is written to Kafka (no group joins, no commits: probes use random
+      group ids and never commit) or to the ledger.
+    * Ledger reads are bounded: ``replication_progress`` for the shown flows, the newest run
+      per partition (``pipelines.replicate.state.read_flow_state``, bounded by the progress
+      rows), and an aggregate of ``checkpoints`` filtered by group and clusters.
+    * A cluster that does not answer (or refuses the credentials) is reported as text in the
+      result (``FlowStatus.error``, ``GroupStatus.errors``); it never raises out of a round.
+    * One :class:`Gatherer` per round: its caches (reachability, topic lists) are one round's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from confluent_kafka import Consumer, TopicPartition
+
+from ledger.config import Config, FlowConfig
+from ledger.errors import OffsetLedgerError
+from ledger.policy import ReplicationPolicy
+from ledger.schemas import CHECKPOINTS, OPERATIONS, REPLICATION_PROGRESS
+from ledger.tables import Ledger
+from pipelines import kafka_admin
+from pipelines.checkpoint.mapping import FORWARD, map_topic
+from pipelines.mm2 import formats
+from pipelines.replicate.state import read_flow_state
+from pipelines.replicate.topics import select_topics
+from pipelines.status.readiness import (
+    Checkpoint,
+    Commit,
+    Coverage,
+    FlowStatus,
+    GroupStatus,
+    PartitionLag,
+)
+from pipelines.status.transforms import last_operations, newest_checkpoints, progress_view
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+@contextmanager
+def _timed(what: str) -> Iterator[None]:
+    """Log how long a step took (``-v``): where a slow status spends its time."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        log.info("status: %s took %.2fs", what, time.perf_counter() - started)
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    # PySpark returns timestamps as naive local times.
+    return None if value is None else value.astimezone(dt.UTC)
+
+
+def start_offsets(cluster, partitions: Iterable[TP]) -> dict[TP, int]:
+    """``{(topic, partition): log start offset}`` in one request."""
+    from confluent_kafka.admin import OffsetSpec
+
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    client = kafka_admin.admin(cluster)
+    futures = client.list_offsets({TopicPartition(t, p): OffsetSpec.earliest()
+                                   for t, p in wanted}, request_timeout=kafka_admin.TIMEOUT_S)
+    return {(tp.topic, tp.partition): int(kafka_admin._wait(
+        cluster, f"reading start offsets of {tp.topic}", f).offset)
+        for tp, f in futures.items()}
+
+
+def newest_heartbeat(cluster, topic: str, timeout: float = 5.0) -> dt.datetime | None:
+    """The timestamp carried by the last heartbeat record of ``topic`` (partition 0)."""
+    consumer = Consumer(cluster.client_config(**{
+        "group.id": f"offset-ledger-probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "log_level": 0}))
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout,
+                                                   cached=False)
+        if high <= low:
+            return None
+        consumer.assign([TopicPartition(topic, 0, high - 1)])
+        msg = consumer.poll(timeout)
+        if msg is None or msg.error():
+            return None
+        hb = formats.decode_heartbeat(msg.key(), msg.value())
+        return dt.datetime.fromtimestamp(hb.timestamp_ms / 1000, dt.UTC)
+    except Exception as exc:  # a heartbeat is extra evidence, never a reason to fail status
+        log.info("heartbeats %s on %s not read: %s", topic, cluster.alias, exc)
+        return None
+    finally:
+        consumer.close()
+
+
+class Gatherer:
+    """One round of status: the shown flows and groups, each cluster asked once."""
+
+    def __init__(self, config: Config, ledger: Ledger):
+        self.config = config
+        self.ledger = ledger
+        self.policy = ReplicationPolicy.from_config(config)
+        self._errors: dict[str, str | None] = {}
+        self._topics: dict[str, dict[str, int]] = {}
+
+    def cluster_error(self, alias: str) -> str | None:
+        """Why ``alias`` cannot be read (unreachable, credentials), or None."""
+        if alias not in self._errors:
+            cluster = self.config.cluster(alias)
+            try:
+                with _timed(f"cluster {alias}"):
+                    kafka_admin.check_reachable(cluster, timeout=5.0)
+                    self._topics[alias] = kafka_admin.list_topics(cluster)
+                self._errors[alias] = None
+            except OffsetLedgerError as exc:
+                self._errors[alias] = str(exc)
+        return self._errors[alias]
+
+    # --- flows -----------------------------------------------------------------------------
+
+    def flow_status(self, flow: FlowConfig) -> FlowStatus:
+        status = FlowStatus(flow.name, flow.source, flow.target)
+        source_error = self.cluster_error(flow.source)
+        if source_error is not None:
+            status.error = source_error
+            return status
+        source = self.config.cluster(flow.source)
+        topics = self._topics[flow.source]
+        selected = select_topics(flow, self.policy, list(topics))
+        tps = [(t, p) for t in selected for p in range(topics[t])]
+        try:
+            ends = kafka_admin.end_offsets(source, tps)
+        except OffsetLedgerError as exc:
+            status.error = str(exc)
+            return status
+        with _timed(f"{flow.name} runs"):
+            state = read_flow_state(self.ledger, flow.name, tps)
+        status.last_run = state.newest_written_at
+        with _timed(f"{flow.name} progress"):
+            progress = {(r["topic"], r["partition"]): r for r in progress_view(
+                self.ledger.read(REPLICATION_PROGRESS), [flow.name]).collect()}
+        recorded: dict[TP, int] = {}
+        for tp in tps:
+            ends_at = [state.tails[tp].upstream_end] if tp in state.tails else []
+            row = progress.get(tp)
+            if row is not None and row["next_upstream_offset"] is not None:
+                ends_at.append(int(row["next_upstream_offset"]))  # MM2's Connect offsets
+            if ends_at:
+                recorded[tp] = max(ends_at)
+        lows = start_offsets(source, [tp for tp in tps if tp not in recorded])
+        for tp in tps:
+            row = progress.get(tp)
+            status.partitions.append(PartitionLag(
+                topic=tp[0], replica_topic=self.policy.remote_topic(flow.source, tp[0]),
+                partition=tp[1], end=ends[tp], replicated_to=recorded.get(tp, lows.get(tp, 0)),
+                has_runs=tp in recorded,
+                newest_record=_utc(row["newest_record_timestamp"]) if row else None,
+                last_run=_utc(row["updated_at"]) if row else None))
+        behind = {(p.topic, p.partition): (p.replicated_to, p.end)
+                  for p in status.partitions if p.lag > 0}
+        if behind:
+            with _timed(f"{flow.name} committed records in {len(behind)} tail(s)"):
+                left = kafka_admin.committed_records_between(source, behind)
+            for p in status.partitions:
+                if (p.topic, p.partition) in left:
+                    p.committed_left = left[(p.topic, p.partition)]
+        target_error = self.cluster_error(flow.target)
+        if target_error is not None:
+            status.error = target_error
+        elif not self.config.prefixless:
+            replica = self.policy.remote_topic(flow.source, formats.HEARTBEATS_TOPIC)
+            if replica in self._topics[flow.target]:
+                with _timed(f"{flow.name} heartbeat"):
+                    status.heartbeat = newest_heartbeat(self.config.cluster(flow.target),
+                                                        replica)
+        return status
+
+    # --- groups ----------------------------------------------------------------------------
+
+    def _commits(self, alias: str, group: str) -> list[Commit] | str:
+        error = self.cluster_error(alias)
+        if error is not None:
+            return error
+        cluster = self.config.cluster(alias)
+        try:
+            offsets = kafka_admin.group_offsets(cluster, group)
+            ends = kafka_admin.end_offsets(cluster, offsets)
+        except OffsetLedgerError as exc:
+            return str(exc)
+        return [Commit(alias, t, p, o, ends.get((t, p))) for (t, p), o in sorted(offsets.items())]
+
+    def group_status(self, group: str, flow: FlowConfig, flow_status: FlowStatus,
+                     checkpoints: dict[tuple[str, str, str], Checkpoint],
+                     last_moves: dict[str, tuple[str, str]] | None = None) -> GroupStatus:
+        status = GroupStatus(group, flow.name, flow.source, flow.target,
+                             checkpoint=checkpoints.get((group, flow.source, flow.target)),
+                             last_move=(last_moves or {}).get(group))
+        for alias in (flow.source, flow.target):
+            commits = self._commits(alias, group)
+            if isinstance(commits, str):
+                status.errors[alias] = commits
+            else:
+                status.commits[alias] = commits
+        if flow.source in status.errors:
+            return status
+        reverse: dict[str, list[tuple[Commit, str, str]]] = {}
+        forward_topics = set()
+        for c in status.commits[flow.source]:
+            mapping = map_topic(self.config, flow, c.topic)
+            if mapping is None:
+                continue
+            if mapping.direction == FORWARD:
+                forward_topics.add(c.topic)
+                lag = flow_status.partition(c.topic, c.partition)
+                status.coverage.append(Coverage(FORWARD, c.topic, c.partition, c.offset,
+                                                lag.replicated_to if lag else None))
+            else:
+                reverse.setdefault(mapping.sync_flow, []).append((c, mapping.sync_topic,
+                                                                  mapping.direction))
+        for sync_flow, items in reverse.items():
+            # The group's offsets on the replica are downstream offsets of the reverse flow.
+            state = read_flow_state(self.ledger, sync_flow, [(t, c.partition) for c, t, _ in items])
+            for c, sync_topic, direction in items:
+                tail = state.tails.get((sync_topic, c.partition))
+                status.coverage.append(Coverage(direction, c.topic, c.partition, c.offset,
+                                                tail.downstream_end if tail else None))
+        gaps = {(c.topic, c.partition): (c.replicated_to, c.committed) for c in status.coverage
+                if c.direction == FORWARD and c.missing and c.replicated_to is not None}
+        if gaps:
+            left = kafka_admin.committed_records_between(self.config.cluster(flow.source), gaps)
+            for c in status.coverage:
+                if c.direction == FORWARD and (c.topic, c.partition) in left:
+                    c.committed_left = left[(c.topic, c.partition)]
+        status.flow_caught_up = flow_status.error is None and all(
+            p.caught_up for p in flow_status.partitions if p.topic in forward_topics)
+        return status
+
+    def checkpoints(self, groups: list[str],
+                    flows: list[FlowConfig]) -> dict[tuple[str, str, str], Checkpoint]:
+        """``{(group, source, target): newest checkpoint}`` in one bounded aggregate."""
+        if not groups:
+            return {}
+        with _timed("checkpoints"):
+            rows = newest_checkpoints(self.ledger.read(CHECKPOINTS), groups,
+                                      [(f.source, f.target) for f in flows]).collect()
+        return {(r["group_id"], r["source_cluster"], r["target_cluster"]):
+                Checkpoint(_utc(r["newest"]), int(r["partitions"])) for r in rows}
+
+    def last_moves(self, groups: list[str]) -> dict[str, tuple[str, str]]:
+        """``{group: (from, to)}`` of each group's newest completed operation."""
+        if not groups:
+            return {}
+        with _timed("operations"):
+            rows = last_operations(self.ledger.read(OPERATIONS), groups).collect()
+        return {r["group_id"]: (r["last"]["from_cluster"], r["last"]["to_cluster"])
+                for r in rows}

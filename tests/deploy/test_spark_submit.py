@@ -1,0 +1,189 @@
+"""The jobs on a real Spark standalone cluster, launched with ``spark-submit`` as the README's
+"Run with spark-submit" section documents.
+
+A master and two workers (pyspark's own ``spark-class``, loopback, free ports) run for this module
+only and are stopped at its end. replicate, checkpoint, failover and audit each run as a
+``spark-submit --master spark://...`` application with the wheel in ``--py-files``, the Delta
+(and connector) jars in ``--jars`` and an event log; the test then checks, for every application,
+that the master lists it, that the event log says ``spark.master=spark://...`` (not
+``local[*]``), and that its tasks ran on the two workers' executors, never on the driver. The
+results are checked too: the replica's records, G's offsets on B, the audit's resume point.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from pipelines import kafka_admin
+from pipelines.clusters import free_port
+from pipelines.workload import consume, produce
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARK_HOME = Path(pyspark.__file__).parent
+
+pytestmark = [pytest.mark.deploy, pytest.mark.kafka, pytest.mark.e2e]
+
+
+@dataclass
+class Standalone:
+    url: str
+    webui: str
+    processes: list[subprocess.Popen[bytes]]
+
+    def state(self) -> dict:
+        with urllib.request.urlopen(f"{self.webui}/json/", timeout=5) as response:
+            return json.load(response)
+
+
+def _await(condition, what: str, timeout: float = 120.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+        except OSError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _daemon_env(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOG_DIR": str(tmp / "logs"),
+                "SPARK_CONF_DIR": str(tmp / "conf")})
+    return env
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    tmp = tmp_path_factory.mktemp("standalone")
+    (tmp / "conf").mkdir()
+    port, webui = free_port(), free_port()
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    env = _daemon_env(tmp)
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start(args: list[str], log: str) -> None:
+        with open(tmp / log, "wb") as out:
+            processes.append(subprocess.Popen([spark_class, *args], env=env, stdout=out,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+
+    cluster = Standalone(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{webui}", processes)
+    try:
+        start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+               "--port", str(port), "--webui-port", str(webui)], "master.log")
+        _await(cluster.state, "the master's web UI")
+        for n in (1, 2):
+            work = tmp / f"worker{n}"
+            work.mkdir()
+            start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                   "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                   "--work-dir", str(work), cluster.url], f"worker{n}.log")
+        _await(lambda: sum(w["state"] == "ALIVE" for w in cluster.state()["workers"]) == 2,
+               "two ALIVE workers")
+        yield cluster
+    finally:
+        for process in processes:  # only what this fixture started, by process group
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def submit_command(master: str, wheel: Path, event_dir: Path, job: str, *args: str) -> list[str]:
+    """The README's command line (section "Run with spark-submit")."""
+    jars = ",".join(sorted(glob.glob(str(ROOT / "jars" / "spark" / "*.jar"))))
+    return [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master,
+            "--driver-memory", "1g", "--executor-memory", "512m", "--total-executor-cores", "2",
+            "--jars", jars, "--py-files", str(wheel),
+            "--conf", f"spark.pyspark.python={sys.executable}",
+            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={event_dir}",
+            "--conf", "spark.eventLog.compress=false",
+            "--conf", "spark.eventLog.rolling.enabled=false",
+            str(ROOT / "pipelines" / job / "job.py"), *args]
+
+
+def run_submit(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_PYTHON=sys.executable)
+    for key in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"):
+        env.pop(key, None)
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def event_log(event_dir: Path, before: set[Path]) -> list[dict]:
+    new = [p for p in event_dir.iterdir() if p not in before]
+    assert len(new) == 1, new
+    assert new[0].is_file() and not new[0].name.endswith(".inprogress"), new[0]
+    return [json.loads(line) for line in new[0].read_text().splitlines() if line.strip()]
+
+
+def test_jobs_run_on_the_cluster_executors(standalone: Standalone, wheel: Path, make_config,
+                                           unique, tmp_path: Path) -> None:
+    config = make_config(flows={"P->B": {"topics": ["ss-.*"]}, "B->P": {"topics": ["ss-.*"]}})
+    topic, group = unique("ss-topic"), unique("ss-group")
+    kafka_admin.create_topic(config.cluster("P"), topic, 2)
+    produce(config.cluster("P"), topic, [f"v{i}" for i in range(40)], 2)
+    consume(config.cluster("P"), group, [topic], limit=15)
+    committed = kafka_admin.group_offsets(config.cluster("P"), group)
+    events = tmp_path / "events"
+    events.mkdir()
+    work = tmp_path / "cwd"  # not the checkout: nothing may be read from it at run time
+    work.mkdir()
+
+    steps = [
+        ("replicate", "--flow", "P->B", "--once"),
+        ("checkpoint", "--flow", "P->B", "--once"),
+        ("failover", "failover", "--group", group, "--from", "P", "--to", "B",
+         "--format", "json"),
+        ("audit", "--group", group, "--format", "json"),
+    ]
+    outputs: dict[str, str] = {}
+    for job, *args in steps:
+        before = set(events.iterdir())
+        cmd = submit_command(standalone.url, wheel, events, job, *args, "--config", config.path)
+        done = run_submit(cmd, work)
+        assert done.returncode == 0, f"{job}: {done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+        outputs[job] = done.stdout
+        log = event_log(events, before)
+        start = next(e for e in log if e["Event"] == "SparkListenerApplicationStart")
+        env = next(e for e in log if e["Event"] == "SparkListenerEnvironmentUpdate")
+        assert env["Spark Properties"]["spark.master"] == standalone.url, job
+        executors = {e["Executor ID"]: e["Executor Info"]["Host"] for e in log
+                     if e["Event"] == "SparkListenerExecutorAdded"}
+        assert executors and "driver" not in executors, job
+        tasks = [e["Task Info"] for e in log if e["Event"] == "SparkListenerTaskEnd"]
+        assert tasks, f"{job}: no task ran"
+        assert {t["Executor ID"] for t in tasks} <= set(executors), job
+        listed = {a["id"]: a for a in standalone.state()["completedapps"]}
+        assert start["App ID"] in listed, f"{job}: the master does not list {start['App ID']}"
+        assert listed[start["App ID"]]["name"].startswith("offset-ledger"), job
+
+    replica = kafka_admin.end_offsets(config.cluster("B"), [(f"P.{topic}", p) for p in (0, 1)])
+    assert sum(replica.values()) == 40
+    on_b = kafka_admin.group_offsets(config.cluster("B"), group)
+    # Committed partitions are translated; a partition the group never committed on P (the
+    # consumer may have read only one of the two) starts at the replica's log start, 0.
+    expected = {(f"P.{topic}", p): committed.get((topic, p), 0) for p in (0, 1)}
+    assert {(t, p): o for (t, p), o in on_b.items() if t == f"P.{topic}"} == expected
+    audit = json.loads(outputs["audit"])
+    assert {(r["group_id"], r["topic"]) for r in audit["resume_audit"]} >= {(group, f"P.{topic}")}

@@ -1,0 +1,143 @@
+"""Real Apache Kafka MirrorMaker 2 (dedicated mode) for the embedded clusters, from jars/mm2.
+
+The same setup as a deployment's ``connect-mirror-maker.sh mm2.properties``: flow P->B enabled,
+B->P disabled (MM2 still runs B->P's heartbeat connector), single-broker replication factors,
+intervals lowered so the tests wait seconds, not minutes. Stopped with SIGTERM, always.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pipelines.spark import jars_dir
+
+LOG4J = """status = error
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.mirror.name = org.apache.kafka.connect.mirror
+logger.mirror.level = INFO
+"""
+
+
+def mm2_properties(p: str, b: str, *, topics: str, groups: str, run_id: str,
+                   extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    props = {
+        "clusters": "P, B",
+        "P.bootstrap.servers": p,
+        "B.bootstrap.servers": b,
+        "P->B.enabled": "true",
+        "B->P.enabled": "false",
+        "P->B.topics": topics,
+        "P->B.groups": groups,
+        "tasks.max": "1",
+        "emit.checkpoints.enabled": "true",
+        "emit.checkpoints.interval.seconds": "1",
+        "emit.heartbeats.interval.seconds": "1",
+        "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": "1",
+        "refresh.groups.interval.seconds": "1",
+        "refresh.topics.interval.seconds": "1",
+        "replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "config.storage.replication.factor": "1",
+        "offset.storage.topic": f"mm2-offsets.P.{run_id}.internal",
+        "config.storage.topic": f"mm2-configs.P.{run_id}.internal",
+        "status.storage.topic": f"mm2-status.P.{run_id}.internal",
+        # Connect commits MirrorSourceConnector's source offsets every 60 s by default.
+        "offset.flush.interval.ms": "1000",
+        # Consumers start from the log start, as a deployment that predates the topics.
+        "P.consumer.auto.offset.reset": "earliest",
+    }
+    props.update({k: str(v) for k, v in (extra or {}).items()})
+    return props
+
+
+class MirrorMaker2:
+    """One MirrorMaker 2 JVM; ``stop()`` sends SIGTERM and waits."""
+
+    def __init__(self, workdir: Path, props: Mapping[str, str]):
+        self.workdir = workdir
+        self.props = dict(props)
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def connect_offsets_topic(self) -> str:
+        return self.props["offset.storage.topic"]
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / "mm2.log"
+
+    def start(self) -> MirrorMaker2:
+        jars = jars_dir("mm2")
+        if not (jars / f"connect-mirror-{_kafka_version()}.jar").exists():
+            raise RuntimeError(f"MirrorMaker 2 jars missing in {jars}: run `make setup`")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "mm2.properties").write_text(
+            "".join(f"{k} = {v}\n" for k, v in self.props.items()))
+        (self.workdir / "log4j2.properties").write_text(LOG4J)
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                ["java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC",
+                 "-Djava.awt.headless=true",
+                 f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+                 "-cp", f"{jars}/*", "org.apache.kafka.connect.mirror.MirrorMaker",
+                 str(self.workdir / "mm2.properties")],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def check_alive(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            tail = self.log.read_text()[-3000:] if self.log.exists() else ""
+            raise RuntimeError(f"MirrorMaker 2 exited: {tail}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def _kafka_version() -> str:
+    import re
+
+    pom = Path(__file__).resolve().parents[3] / "jvm" / "mm2" / "pom.xml"
+    return re.search(r"<kafka.version>([^<]+)<", pom.read_text()).group(1)
+
+
+def await_condition(what: str, check: Callable[[], Any], timeout: float = 120.0,
+                    mm2: MirrorMaker2 | None = None) -> Any:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if mm2 is not None:
+            mm2.check_alive()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)  # polling a condition with a deadline
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:8]

@@ -1,0 +1,42 @@
+"""pipelines.replicate.plan: resume offsets from the ledger's runs, bounded ranges."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.replicate.copy_task import CopyRange
+from pipelines.replicate.plan import (
+    RecordedTail,
+    group_for_tasks,
+    plan_batch,
+    resume_offsets,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def test_resume_where_the_runs_end_or_at_log_start():
+    parts = [("a", 0), ("a", 1), ("a", 2), ("a", 3)]
+    recorded = {("a", 0): RecordedTail(100, 500), ("a", 1): RecordedTail(5, 5),
+                ("a", 3): RecordedTail(40, 40)}
+    replica_ends = {("a", 0): 503, ("a", 1): 0, ("a", 3): 40}  # a,1 recreated empty
+    starts = {("a", 0): 0, ("a", 1): 2, ("a", 2): 7, ("a", 3): 50}  # a,3: retention
+    positions, new_epoch = resume_offsets(parts, recorded, replica_ends, starts)
+    assert positions == {("a", 0): 100, ("a", 1): 2, ("a", 2): 7, ("a", 3): 50}
+    assert new_epoch == [("a", 1)]
+
+
+def test_batch_bounded_per_partition_and_by_target():
+    positions = {("a", 0): 0, ("a", 1): 50, ("b", 0): 10}
+    targets = {("a", 0): 100, ("a", 1): 50, ("b", 0): 15}
+    ranges = plan_batch(positions, targets, {"a": "P.a", "b": "P.b"}, 40)
+    assert ranges == [CopyRange("a", "P.a", 0, 0, 20), CopyRange("b", "P.b", 0, 10, 15)]
+    assert plan_batch(positions, {("a", 1): 50}, {"a": "P.a"}, None) == []
+
+
+def test_groups_balance_and_keep_every_range_once():
+    ranges = [CopyRange("t", "P.t", p, 0, n) for p, n in enumerate([100, 10, 60, 50, 5])]
+    groups = group_for_tasks(ranges, 2)
+    assert sorted((r for g in groups for r in g), key=lambda r: r.partition) == ranges
+    assert sorted(sum(r.end - r.start for r in g) for g in groups) == [110, 115]
+    assert len(group_for_tasks(ranges[:1], 4)) == 1
