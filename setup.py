@@ -7,12 +7,17 @@ checkout's root it would shadow dbt-core), so the build writes one into the whee
 package is importable from a zip too (``spark-submit --py-files offset_ledger-*.whl``).
 """
 
+import warnings
 from pathlib import Path
 
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 DBT_PACKAGE = "offset_ledger_dbt"
+
+# The dbt project's and the templates' folders are data, not subpackages: setuptools would warn
+# once per folder that it "recognizes" them as importable but they are not listed.
+warnings.filterwarnings("ignore", message=r"Package '.*' is absent from the `packages`")
 
 
 class BuildPy(build_py):

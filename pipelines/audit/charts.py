@@ -20,6 +20,7 @@ Row = dict[str, Any]
 UPSTREAM, DOWNSTREAM = "#1f77b4", "#ff7f0e"
 KIND_COLOURS = {"failover": "#d62728", "failback": "#2ca02c"}
 POINT = "#6a3d9a"
+_NO_METADATA = {"Creator": None, "Date": None, "Format": None, "Type": None}
 
 
 def label_rows(xs: list[float], min_gap: float) -> list[int]:
@@ -113,7 +114,9 @@ def partition_chart(title: str, runs: list[Row], operations: list[Row],
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
         fig.tight_layout()
         buffer = io.StringIO()
-        fig.savefig(buffer, format="svg")
+        # No RDF block: it carries a creation date (the report would differ on every render) and
+        # links to external vocabularies (the page must stand alone offline).
+        fig.savefig(buffer, format="svg", metadata=_NO_METADATA)
     finally:
         plt.close(fig)
     svg = buffer.getvalue()

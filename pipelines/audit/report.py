@@ -18,6 +18,8 @@ from typing import Any
 from pipelines.audit import summary as sm
 from pipelines.audit.summary import OperationSummary
 
+WIDTH = 120  # --format table fits a standard terminal; --wide has every column
+
 TABLE_COLUMNS = {
     "forward_translations": ["flow", "group_id", "source_topic", "partition_id",
                              "source_offset", "target_topic", "target_offset", "status",
@@ -90,10 +92,10 @@ def format_tables(summaries: list[OperationSummary]) -> str:
                        f"record(s) ({sm.human_int(s.duplicates_with)} with it, "
                        f"{sm.human_int(s.duplicates_without)} without)")
         for u in s.untouched:
-            out.append(f"   untouched {u.topic}[{u.partition}]: {u.reason}"[:120])
+            out.append(f"   untouched {u.topic}[{u.partition}]: {u.reason}")
         if s.resume_points:
             header = (f"   {'cluster:topic[p]':<34} {'before':>10} {'written':>10} "
-                      f"{'from (source offset)':<34} {'run (u,d,n)':<22} ok")
+                      f"{'from (source offset)':<34} {'run (u,d,n)':<20} ok")
             out.append(header)
             for r in s.resume_points:
                 where = f"{r['cluster']}:{r['topic']}[{r['partition_id']}]"
@@ -108,9 +110,10 @@ def format_tables(summaries: list[OperationSummary]) -> str:
                     source, run, ok = "log start (never read here)", "-", "-"
                 out.append(f"   {where[:34]:<34} {sm.human_int(r.get('previous_offset')):>10} "
                            f"{sm.human_int(r['resume_offset']):>10} {source[:34]:<34} "
-                           f"{run[:22]:<22} {ok}")
+                           f"{run[:20]:<20} {ok}")
         out.append("")
-    return "\n".join(out).rstrip()
+    # Names (groups, topics, operation ids) are unbounded: clip rather than wrap.
+    return "\n".join(line[:WIDTH] for line in out).rstrip()
 
 
 def charts(summaries: list[OperationSummary], runs: list[dict[str, Any]]) -> list[str]:
