@@ -33,9 +33,13 @@ chromium:
 demo: setup
 	$(BIN)/offset-ledger demo
 
+# Two test processes by file: most tests wait on brokers and JVMs, so two halve the wall time
+# on two cores. Each process has its own SparkSession, clusters and state folder.
+TEST_WORKERS ?= 2
+
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check .

@@ -6,6 +6,8 @@ Both are started through the project's own code (``pipelines.spark.get_spark`` a
 
 from __future__ import annotations
 
+import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +18,17 @@ import yaml
 
 from ledger.config import Config, config_from_mapping
 from pipelines.clusters import EmbeddedClusters, free_port
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each test process (an xdist worker too) gets its own state folder.
+
+    The JVM's Derby metastore, Spark's warehouse and the jobs' streaming checkpoints live there;
+    two processes sharing one would lock each other out, and the checkout stays clean.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    os.environ.setdefault("OFFSET_LEDGER_STATE_DIR",
+                          tempfile.mkdtemp(prefix=f"offset-ledger-tests-{worker}-"))
 
 
 @pytest.fixture(scope="session")
