@@ -30,6 +30,7 @@ from ledger.errors import OffsetLedgerError
 DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
 # More than a year: audits of last year's operations still time-travel.
 DEFAULT_AUDIT_RETENTION_DAYS = 400
+DEFAULT_HISTORY_REFRESH_HOURS = 24
 CONFIG_ENV_VAR = "OFFSET_LEDGER_CONFIG"
 MASK = "********"
 
@@ -135,6 +136,10 @@ class Config:
     # Delta log and deleted-file retention of every ledger table: how far back time travel (and
     # so an audit replayed from the ledger's own versions) reaches.
     audit_retention_days: int = DEFAULT_AUDIT_RETENTION_DAYS
+    # A checkpoint pass records a checkpoint or a group commit only when it changed, or when its
+    # latest record is older than this: so "the latest per group partition" is always inside
+    # this window and is read from it, never from the whole history.
+    history_refresh_hours: int = DEFAULT_HISTORY_REFRESH_HOURS
     streaming_checkpoint_location: str = ".state/streaming"
     replication_policy_separator: str = "."
     replication_policy_class: str = "DefaultReplicationPolicy"
@@ -243,6 +248,7 @@ _TOP_LEVEL = {
     "ledger.location": ("ledger_location", str),
     "ledger.streaming.checkpoint.location": ("streaming_checkpoint_location", str),
     "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_int(v)),
+    "ledger.history.refresh.hours": ("history_refresh_hours", lambda v: _positive_int(v)),
     "replication.policy.separator": ("replication_policy_separator", _separator),
     "replication.policy.class": ("replication_policy_class", _policy),
     "replication.factor": ("replication_factor", int),

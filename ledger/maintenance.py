@@ -12,8 +12,8 @@ Invariants:
     * Compaction (OPTIMIZE) rewrites files but not rows: every table answers the same before and
       after, at its latest version and, through time travel, at every retained version.
     * The Z-order columns are the predicates of the reads the product makes (a flow partition's
-      runs by offset, a group's checkpoints and commits), so that data skipping keeps those reads
-      to a few files whatever the ledger's age.
+      runs by offset; checkpoints and commits by time, see pipelines.checkpoint.history), so
+      that data skipping keeps those reads to a few files whatever the ledger's age.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ from ledger.tables import Ledger
 
 ZORDER: dict[str, tuple[str, ...]] = {
     OFFSET_SYNCS: ("topic", "partition", "downstream_offset"),
-    CHECKPOINTS: ("group_id", "source_topic", "partition"),
-    GROUP_OFFSETS: ("group_id", "topic", "partition"),
+    # Every read of these two is a time window (the latest per key inside the refresh window,
+    # the checkpoints around an operation): clustered by time, a window reads the newest files.
+    CHECKPOINTS: ("checkpointed_at",),
+    GROUP_OFFSETS: ("observed_at",),
     RESUME_POINTS: ("operation_id", "group_id"),
 }
 """Per table, the columns OPTIMIZE clusters by (Z-order); other tables are only compacted."""

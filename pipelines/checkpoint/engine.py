@@ -11,6 +11,9 @@ Invariants:
       active group is skipped (and reported), in failover/failback mode it is an error.
     * When S is unreachable (a disaster) and the caller allows it, the group's last commits
       recorded in ``group_offsets`` stand in for the live ones.
+    * A periodic pass records only what changed (or is due for a refresh), a failover/failback
+      pass everything; "the latest per key" is read from a time window
+      (:mod:`pipelines.checkpoint.history`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession, Window
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ledger.config import Config, FlowConfig
@@ -38,6 +41,7 @@ from ledger.schemas import (
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines import kafka_admin
+from pipelines.checkpoint import history
 from pipelines.checkpoint.compute import (
     Commit,
     OffsetWrite,
@@ -77,6 +81,8 @@ class CheckpointPlan:
     target_commits: list[Commit]
     states: dict[tuple[str, str], str]
     now: dt.datetime
+    latest_checkpoints: dict[tuple, dict] = field(default_factory=dict)
+    latest_commits: dict[tuple, dict] = field(default_factory=dict)
 
 
 class Checkpointer:
@@ -103,35 +109,60 @@ class Checkpointer:
                 commits.append(Commit(cluster_alias, group, topic, partition, offset))
         return commits, states
 
-    def recorded_commits(self, cluster_alias: str, groups: Iterable[str]) -> list[Commit]:
-        """The latest commits ``group_offsets`` holds (for a source that cannot be reached)."""
-        groups = sorted(groups)
+    def _since(self, now: dt.datetime) -> dt.datetime:
+        return history.window_start(now, self.config.history_refresh_hours)
+
+    def latest_commits(self, clusters: Iterable[str], groups: Iterable[str],
+                       since: dt.datetime | None) -> dict[tuple, dict]:
+        """The latest recorded commit per (cluster, group, topic, partition) since ``since``."""
         df = self.ledger.read(GROUP_OFFSETS).where(
-            (F.col("cluster") == cluster_alias) & F.col("group_id").isin(groups))
-        w = Window.partitionBy("group_id", "topic", "partition").orderBy(F.desc("observed_at"))
-        rows = df.withColumn("rn", F.row_number().over(w)).where("rn = 1").collect()
+            F.col("cluster").isin(sorted(set(clusters))) & F.col("group_id").isin(sorted(groups)))
+        rows = history.latest(df, history.COMMIT_KEY, "observed_at", since).collect()
+        return history.by_key((r.asDict() for r in rows), history.COMMIT_KEY)
+
+    def recorded_commits(self, cluster_alias: str, groups: Iterable[str]) -> list[Commit]:
+        """The latest commits ``group_offsets`` holds (for a source that cannot be reached).
+
+        The refresh window first; only groups it does not hold (a checkpoint job stopped long
+        before the disaster) are looked up in the whole history.
+        """
+        groups = sorted(groups)
+        latest = self.latest_commits([cluster_alias], groups, self._since(utcnow()))
+        missing = sorted(set(groups) - {k[1] for k in latest})
+        if missing:
+            latest.update(self.latest_commits([cluster_alias], missing, None))
         return [Commit(cluster_alias, r["group_id"], r["topic"], r["partition"],
-                       r["committed_offset"]) for r in rows]
+                       r["committed_offset"]) for _, r in sorted(latest.items())]
 
     def record_observations(self, commits: list[Commit], states: dict[tuple[str, str], str],
-                            now: dt.datetime) -> None:
-        if not commits:
-            return
+                            now: dt.datetime, latest: Mapping[tuple, dict] | None = None,
+                            complete: bool = True) -> None:
         observation = uuid.uuid4().hex
         rows = [{"observation_id": observation, "cluster": c.cluster, "group_id": c.group_id,
                  "topic": c.topic, "partition": c.partition, "committed_offset": c.offset,
                  "group_state": states.get((c.cluster, c.group_id)), "observed_at": now}
                 for c in commits]
-        self.ledger.append(GROUP_OFFSETS, self.spark.createDataFrame(rows, GROUP_OFFSETS_SCHEMA))
+        rows = history.to_record(rows, latest or {}, key=history.COMMIT_KEY,
+                                 value=history.COMMIT_VALUE, at="observed_at", now=now,
+                                 refresh_hours=self.config.history_refresh_hours,
+                                 complete=complete)
+        if rows:
+            self.ledger.append(GROUP_OFFSETS,
+                               self.spark.createDataFrame(rows, GROUP_OFFSETS_SCHEMA))
 
-    def previous_checkpoints(self, source_cluster: str,
-                             groups: Iterable[str]) -> dict[tuple, Previous]:
+    def latest_checkpoints(self, source_cluster: str, groups: Iterable[str],
+                           now: dt.datetime) -> dict[tuple, dict]:
+        """The latest checkpoint per (group, direction, source topic, partition), in the window."""
         df = self.ledger.read(CHECKPOINTS).where(
             (F.col("source_cluster") == source_cluster) & F.col("group_id").isin(sorted(groups)))
-        w = Window.partitionBy("group_id", "direction", "source_topic", "partition").orderBy(
-            F.desc("checkpointed_at"))
-        rows = df.withColumn("rn", F.row_number().over(w)).where("rn = 1").collect()
-        return {checkpoint_key(r): Previous(r["source_offset"], r["target_offset"]) for r in rows}
+        rows = history.latest(df, history.CHECKPOINT_KEY, "checkpointed_at",
+                              self._since(now)).collect()
+        return {checkpoint_key(r): r.asDict() for r in rows}
+
+    def previous_checkpoints(self, source_cluster: str, groups: Iterable[str],
+                             now: dt.datetime | None = None) -> dict[tuple, Previous]:
+        latest = self.latest_checkpoints(source_cluster, groups, now or utcnow())
+        return {k: Previous(r["source_offset"], r["target_offset"]) for k, r in latest.items()}
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -182,8 +213,12 @@ class Checkpointer:
         # Independent Delta reads: overlap their driver-side latency.
         with ThreadPoolExecutor(max_workers=2) as pool:
             stores_f = pool.submit(self.load_stores, mappings)
-            previous = self.previous_checkpoints(flow.source, group_ids)
-            stores = stores_f.result()
+            commits_f = pool.submit(self.latest_commits, (flow.source, flow.target), group_ids,
+                                    self._since(now))
+            latest = self.latest_checkpoints(flow.source, group_ids, now)
+            stores, latest_commits = stores_f.result(), commits_f.result()
+        previous = {k: Previous(r["source_offset"], r["target_offset"])
+                    for k, r in latest.items()}
         result.checkpoints = compute_checkpoints(
             commits, mappings, stores, previous, checkpoint_id=result.checkpoint_id,
             target_cluster=flow.target, now=now)
@@ -193,7 +228,8 @@ class Checkpointer:
                            else self.ledger.version(OFFSET_SYNCS)}
         states_by_cluster = {**{(flow.source, g): st for g, st in states.items()},
                              **{(flow.target, g): st for g, st in target_states.items()}}
-        return CheckpointPlan(flow, result, target_commits, states_by_cluster, now)
+        return CheckpointPlan(flow, result, target_commits, states_by_cluster, now, latest,
+                              latest_commits)
 
     def commit(self, plan: CheckpointPlan, *, sync: bool,
                operation_id: str | Mapping[str, str] | None = None,
@@ -204,12 +240,18 @@ class Checkpointer:
         """
         result, flow = plan.result, plan.flow
         observed = (result.source_commits if result.source_live else []) + plan.target_commits
+        complete = operation_id is not None  # an operation's evidence is never partial
+        checkpoints = history.to_record(
+            result.checkpoints, plan.latest_checkpoints, key=history.CHECKPOINT_KEY,
+            value=history.CHECKPOINT_VALUE, at="checkpointed_at", now=plan.now,
+            refresh_hours=self.config.history_refresh_hours, complete=complete)
         # Two tables, two independent Delta commits: run them side by side.
         with ThreadPoolExecutor(max_workers=1) as pool:
-            observations = pool.submit(self.record_observations, observed, plan.states, plan.now)
-            if result.checkpoints:
+            observations = pool.submit(self.record_observations, observed, plan.states,
+                                       plan.now, plan.latest_commits, complete)
+            if checkpoints:
                 self.ledger.append(CHECKPOINTS, self.spark.createDataFrame(
-                    result.checkpoints, CHECKPOINTS_SCHEMA))
+                    checkpoints, CHECKPOINTS_SCHEMA))
             observations.result()
         if self.config.emit_mm2_checkpoints and result.checkpoints:
             from pipelines.mm2 import emit as mm2_emit

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql import functions as F
 
 from ledger.config import Config, FlowConfig
 from ledger.errors import OffsetLedgerError
@@ -28,6 +29,7 @@ from ledger.policy import ReplicationPolicy
 from ledger.schemas import CHECKPOINTS, OPERATIONS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
 from pipelines import kafka_admin
+from pipelines.checkpoint import history
 from pipelines.checkpoint.mapping import FORWARD, map_topic
 from pipelines.mm2 import formats
 from pipelines.replicate.state import read_flow_state
@@ -247,8 +249,13 @@ class Gatherer:
         """``{(group, source, target): newest checkpoint}`` in one bounded aggregate."""
         if not groups:
             return {}
+        # A running checkpoint job records every key at least once per refresh: the window
+        # holds the newest checkpoint of every group it checkpoints (pipelines.checkpoint.history).
+        since = history.window_start(dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                                     self.config.history_refresh_hours)
+        recent = self.ledger.read(CHECKPOINTS).where(F.col("checkpointed_at") >= F.lit(since))
         with _timed("checkpoints"):
-            rows = newest_checkpoints(self.ledger.read(CHECKPOINTS), groups,
+            rows = newest_checkpoints(recent, groups,
                                       [(f.source, f.target) for f in flows]).collect()
         return {(r["group_id"], r["source_cluster"], r["target_cluster"]):
                 Checkpoint(_utc(r["newest"]), int(r["partitions"])) for r in rows}

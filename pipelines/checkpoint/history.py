@@ -1,0 +1,85 @@
+"""What a checkpoint pass records, and the reads of "the latest per key" that stay cheap.
+
+A checkpoint job runs every minute for months. Appending every group partition on every pass
+would make ``checkpoints`` and ``group_offsets`` grow with time even when nothing moves, and
+every read of "the latest checkpoint" would scan that history. Instead::
+
+    time ------------------------------------------------------------------------->
+    key k   x(10) . . . . . . x(12) . . . . . . . . . . . . x(12) . . . x(15)
+            ^ changed          ^ changed                    ^ refresh  ^ changed
+                                                 |<-- window: refresh + slack -->| now
+
+Invariants:
+    * A pass appends a checkpoint (group commit) only when it differs from the latest record of
+      its key, or that record is older than ``ledger.history.refresh.hours``, or the pass is part
+      of a failover/failback (``complete``): an operation's evidence is never partial.
+    * So while a checkpoint job runs, the latest record of every key it observes is younger than
+      the refresh, and "the latest per key" reads only the window ``[now - refresh - slack,
+      now]``: a filter on the time column that Delta's data skipping turns into the few newest
+      files (``ledger maintain`` clusters these two tables by time).
+    * A key with no record inside the window (the job was stopped longer than the refresh) has
+      no previous record: the pass records it again. The "never backwards" hold of
+      :mod:`pipelines.checkpoint.compute` then does not apply once: a checkpoint may go lower
+      (a re-read), never higher than the rule allows (never a skip).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+SLACK = dt.timedelta(hours=1)
+"""Margin on top of the refresh: a pass may run late; a record at the window's edge still counts."""
+
+CHECKPOINT_KEY = ("group_id", "direction", "source_topic", "partition")
+CHECKPOINT_VALUE = ("source_offset", "target_offset", "status", "target_topic")
+COMMIT_KEY = ("cluster", "group_id", "topic", "partition")
+COMMIT_VALUE = ("committed_offset", "group_state")
+
+
+def window_start(now: dt.datetime, refresh_hours: int) -> dt.datetime:
+    """The oldest time a "latest per key" read looks at."""
+    return now - dt.timedelta(hours=refresh_hours) - SLACK
+
+
+def latest(df: DataFrame, key: Sequence[str], at: str, since: dt.datetime | None) -> DataFrame:
+    """The newest row per ``key`` of ``df``, among rows at or after ``since`` (all when None)."""
+    if since is not None:
+        df = df.where(F.col(at) >= F.lit(since))
+    w = Window.partitionBy(*key).orderBy(F.desc(at))
+    return df.withColumn("_rank", F.row_number().over(w)).where("_rank = 1").drop("_rank")
+
+
+def to_record(rows: Iterable[Mapping[str, Any]], latest_rows: Mapping[tuple, Mapping[str, Any]],
+              *, key: Sequence[str], value: Sequence[str], at: str, now: dt.datetime,
+              refresh_hours: int, complete: bool) -> list[Mapping[str, Any]]:
+    """The rows a pass appends: changed, due for a refresh, or all of them when ``complete``.
+
+    Args:
+        rows: what the pass observed or computed.
+        latest_rows: the latest recorded row per key (inside the window).
+        key, value: the columns naming a row's key and the ones whose change is recorded.
+        at: the time column of the recorded rows.
+        now: the pass's time.
+        refresh_hours: a key is recorded again once its latest record is this old.
+        complete: record every row (a failover or failback pass).
+    """
+    rows = list(rows)
+    if complete:
+        return rows
+    refresh = dt.timedelta(hours=refresh_hours)
+    out = []
+    for row in rows:
+        before = latest_rows.get(tuple(row[c] for c in key))
+        if (before is None or any(row[c] != before[c] for c in value)
+                or before[at] is None or now - before[at] >= refresh):
+            out.append(row)
+    return out
+
+
+def by_key(rows: Iterable[Mapping[str, Any]], key: Sequence[str]) -> dict[tuple, Mapping[str, Any]]:
+    return {tuple(r[c] for c in key): r for r in rows}

@@ -1,0 +1,99 @@
+"""What a checkpoint pass records: changes, refreshes, complete operations; windowed reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS
+from ledger.tables import Ledger
+from pipelines import cli, kafka_admin
+from pipelines.checkpoint import history
+from pipelines.replicate.job import replicate_once
+from pipelines.workload import consume, produce
+
+NOW = dt.datetime(2026, 11, 23, 12, 0, 0)
+KEY, VALUE = ("group_id", "partition"), ("offset",)
+
+
+def row(group: str, partition: int, offset: int, at: dt.datetime | None = None) -> dict:
+    return {"group_id": group, "partition": partition, "offset": offset, "at": at or NOW}
+
+
+def record(rows, latest, *, complete=False, now=NOW, refresh_hours=24):
+    return history.to_record(rows, history.by_key(latest, KEY), key=KEY, value=VALUE, at="at",
+                             now=now, refresh_hours=refresh_hours, complete=complete)
+
+
+@pytest.mark.unit
+def test_only_changed_or_new_keys_are_recorded():
+    before = [row("g", 0, 10, NOW - dt.timedelta(minutes=1)),
+              row("g", 1, 20, NOW - dt.timedelta(minutes=1))]
+    rows = [row("g", 0, 10), row("g", 1, 21), row("h", 0, 5)]
+    assert record(rows, before) == [row("g", 1, 21), row("h", 0, 5)]
+
+
+@pytest.mark.unit
+def test_an_unchanged_key_is_recorded_again_once_its_record_is_as_old_as_the_refresh():
+    young = [row("g", 0, 10, NOW - dt.timedelta(hours=23, minutes=59))]
+    old = [row("g", 0, 10, NOW - dt.timedelta(hours=24))]
+    assert record([row("g", 0, 10)], young) == []
+    assert record([row("g", 0, 10)], old) == [row("g", 0, 10)]
+    assert record([row("g", 0, 10)], young, refresh_hours=1) == [row("g", 0, 10)]
+
+
+@pytest.mark.unit
+def test_an_operation_pass_records_everything():
+    before = [row("g", 0, 10, NOW - dt.timedelta(minutes=1))]
+    assert record([row("g", 0, 10)], before, complete=True) == [row("g", 0, 10)]
+
+
+@pytest.mark.unit
+def test_the_window_covers_the_refresh_and_a_late_pass():
+    start = history.window_start(NOW, 24)
+    assert start == NOW - dt.timedelta(hours=24) - history.SLACK
+    assert start < NOW - dt.timedelta(hours=24)
+
+
+@pytest.mark.spark
+def test_latest_reads_only_the_window(spark):
+    rows = [("g", 0, 1, NOW - dt.timedelta(days=3)), ("g", 0, 2, NOW - dt.timedelta(hours=2)),
+            ("g", 1, 7, NOW - dt.timedelta(days=3))]
+    df = spark.createDataFrame(rows, "group_id string, partition int, offset int, at timestamp")
+    since = history.window_start(NOW, 24)
+    recent = {(r["group_id"], r["partition"]): r["offset"]
+              for r in history.latest(df, KEY, "at", since).collect()}
+    everything = {(r["group_id"], r["partition"]): r["offset"]
+                  for r in history.latest(df, KEY, "at", None).collect()}
+    assert recent == {("g", 0): 2}
+    assert everything == {("g", 0): 2, ("g", 1): 7}
+
+
+@pytest.mark.e2e
+def test_a_pass_with_nothing_new_appends_nothing(spark, make_config, unique):
+    config = make_config(flows={"P->B": {"topics": ["hist-.*"], "groups": ["histg-.*"]}})
+    primary = config.cluster("P")
+    topic, group = unique("hist-t"), unique("histg-g")
+    kafka_admin.create_topic(primary, topic, 2)
+    produce(primary, topic, [f"v{i}" for i in range(30)], 2)
+    replicate_once(spark, config, "P->B")
+    consume(primary, group, [topic], limit=20)
+    ledger = Ledger(spark, config.ledger_location)
+    checkpoint = ["checkpoint", "--flow", "P->B", "--once", "--no-sync", "--config", config.path]
+
+    assert cli.main(checkpoint) == 0
+    first = {t: ledger.version(t) for t in (CHECKPOINTS, GROUP_OFFSETS)}
+    assert ledger.read(CHECKPOINTS).where(f"group_id = '{group}'").count() == 2
+    assert cli.main(checkpoint) == 0  # nothing moved: no new version of either table
+    assert {t: ledger.version(t) for t in (CHECKPOINTS, GROUP_OFFSETS)} == first
+
+    consume(primary, group, [topic], limit=5)  # the group moves on one or two partitions
+    moved = kafka_admin.group_offsets(primary, group)
+    assert cli.main(checkpoint) == 0
+    rows = ledger.read(CHECKPOINTS).where(f"group_id = '{group}'").collect()
+    latest = {}
+    for r in sorted(rows, key=lambda r: r["checkpointed_at"]):
+        latest[(r["source_topic"], r["partition"])] = r["source_offset"]
+    assert latest == moved  # the latest per partition is the group's position
+    assert 2 < len(rows) <= 4  # only the partitions that moved were recorded again
