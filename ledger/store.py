@@ -150,26 +150,26 @@ def _spans(runs: DataFrame) -> DataFrame:
              .withColumn("last", F.max("epoch").over(Window.partitionBy(*part)))
              .where(F.col("epoch") == F.col("last"))
              .withColumn("rid", F.row_number().over(order))
-             .drop("start", "epoch", "last"))
+             .drop("start", "epoch", "last", "written_at", "batch_id"))
     # kind 0: an upstream end, counted; kinds 1 and 2: the bounds A.u and A.e, which see every
-    # end <= them (ends sort first at equal offsets).
+    # end <= them (ends sort first at equal offsets). Every point carries its run, so the runs
+    # come back by a group-by on the same partitioning: a single shuffle in all.
     end = F.col("u") + F.col("n")
-    points = (epoch.select(*part, "rid", F.explode(F.array(*(
+    points = epoch.select("*", F.explode(F.array(*(
         F.struct(at.alias("at"), F.lit(kind).alias("kind"))
         for at, kind in ((end, 0), (F.col("u"), 1), (end, 2))))).alias("p"))
-        .select(*part, "rid", "p.at", "p.kind"))
-    ends_below = F.sum((F.col("kind") == 0).cast("long")).over(
-        Window.partitionBy(*part).orderBy("at", "kind")
+    ends_below = F.sum((F.col("p.kind") == 0).cast("long")).over(
+        Window.partitionBy(*part).orderBy("p.at", "p.kind")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    inside = (points.withColumn("below", ends_below).where(F.col("kind") > 0)
-              .groupBy(*part, "rid")
-              .agg(F.sum(F.when(F.col("kind") == 2, F.col("below"))
+    inside = (points.withColumn("below", ends_below).where(F.col("p.kind") > 0)
+              .groupBy(*part, "rid", "u", "d", "n", "replica_topic")
+              .agg(F.sum(F.when(F.col("p.kind") == 2, F.col("below"))
                          .otherwise(-F.col("below"))).alias("inside")))
     by_rid = Window.partitionBy(*part).orderBy("rid")
     continues = ((F.col("u") == F.lag(end).over(by_rid))
                  & (F.col("d") == F.lag(F.col("d") + F.col("n")).over(by_rid))
                  & (F.lag("inside").over(by_rid) == 1))
-    islands = (epoch.join(inside, [*part, "rid"])
+    islands = (inside
                .withColumn("new", F.when(F.coalesce(continues, F.lit(False)), 0).otherwise(1))
                .withColumn("span", F.sum("new").over(
                    by_rid.rowsBetween(Window.unboundedPreceding, Window.currentRow))))
