@@ -3,16 +3,24 @@
 Invariants:
     * A store is a snapshot: it is loaded at one Delta version of ``offset_syncs`` and records
       that version, so every translation it gives can be replayed with time travel.
-    * Runs of a flow partition are kept in write order ``(written_at, batch_id,
-      downstream_offset)``; :mod:`ledger.translation` applies the epoch rule to them.
+    * Runs of a flow partition are taken in write order ``(written_at, batch_id,
+      downstream_offset)``. ``runs`` holds, per (topic, partition), only the **spans** of the
+      current downstream epoch (:mod:`ledger.spans`: contiguous runs coalesced where that
+      changes no translation), computed in Spark, so a load collects a few rows per partition
+      whatever the length of history; the raw runs stay in ``offset_syncs`` as the audit
+      record. ``forward``, ``reverse``, ``upstream_end`` and ``downstream_end`` on the spans
+      equal :mod:`ledger.translation` over the raw runs.
     * A translation is either an offset or :class:`Untranslatable` with the reason: the two are
       different types, so "cannot translate" can never be mistaken for an offset.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+from functools import reduce
 
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ledger import translation
@@ -38,7 +46,7 @@ Translation = Translated | Untranslatable
 
 @dataclass
 class OffsetSyncStore:
-    """The runs of one flow at one ``offset_syncs`` version, by (topic, partition).
+    """The current-epoch spans of one flow at one ``offset_syncs`` version, by (topic, partition).
 
     ``topic`` is the topic on the flow's source cluster (the original); ``replica_topics`` maps
     it to the replica's name on the target.
@@ -51,25 +59,31 @@ class OffsetSyncStore:
 
     @classmethod
     def load(cls, ledger: Ledger, flow: str, version: int | None = None,
-             topics: set[str] | None = None) -> OffsetSyncStore:
-        """Load ``flow``'s runs (optionally only ``topics``) at ``version`` (default: latest)."""
+             topics: set[str] | None = None,
+             partitions: set[tuple[str, int]] | None = None) -> OffsetSyncStore:
+        """Load ``flow``'s current-epoch spans at ``version`` (default: latest).
+
+        ``topics`` and ``partitions`` (``(topic, partition)`` pairs), when given, restrict what
+        is read; the driver receives only the spans, computed in Spark (:func:`_spans`).
+        """
         version = ledger.version(OFFSET_SYNCS) if version is None else version
+        store = cls(flow, version)
+        if (topics is not None and not topics) or (partitions is not None and not partitions):
+            return store
         df = ledger.read(OFFSET_SYNCS, version=version).where(F.col("flow") == flow)
         if topics is not None:
-            if not topics:
-                return cls(flow, version)
             df = df.where(F.col("topic").isin(sorted(topics)))
-        rows = (df.select("topic", "replica_topic", "partition", "upstream_offset",
-                          "downstream_offset", "length", "written_at", "batch_id")
-                .orderBy("topic", "partition", "written_at", "batch_id", "downstream_offset")
-                .collect())
-        store = cls(flow, version)
-        for r in rows:
+        if partitions is not None:
+            by_topic: dict[str, set[int]] = {}
+            for topic, partition in partitions:
+                by_topic.setdefault(topic, set()).add(partition)
+            df = df.where(reduce(operator.or_, [
+                (F.col("topic") == t) & F.col("partition").isin(sorted(ps))
+                for t, ps in sorted(by_topic.items())]))
+        for r in _spans(df).collect():
             store.runs.setdefault((r["topic"], r["partition"]), []).append(
-                translation.Run(r["upstream_offset"], r["downstream_offset"], r["length"]))
+                translation.Run(r["u"], r["d"], r["n"]))
             store.replica_topics[r["topic"]] = r["replica_topic"]
-        # Only the current epoch matters; dropping older ones keeps lookups short.
-        store.runs = {k: translation.current_epoch(v) for k, v in store.runs.items()}
         return store
 
     def _epoch(self, topic: str, partition: int) -> list[translation.Run] | Untranslatable:
@@ -112,3 +126,56 @@ class OffsetSyncStore:
         """One past the highest replica offset the runs hold (what a reader there may have read)."""
         runs = self.runs.get((topic, partition))
         return max(r.downstream_end for r in runs) if runs else None
+
+
+def _spans(runs: DataFrame) -> DataFrame:
+    """The current epoch's spans of every (topic, partition) in ``runs`` (rows of offset_syncs).
+
+    The same spans as :func:`ledger.spans.coalesce` on the current epoch, in Spark: the write
+    order and the epoch starts (``LAG``), the last epoch kept; then for each run A the number of
+    the epoch's upstream ends in ``(A.u, A.u + A.n]`` (a running count over the ends and the two
+    bounds sorted together), and a gaps-and-islands: the next run continues A's span when it is
+    contiguous on both sides and that count is 1 (A's own end: no rewind ends inside A). Columns:
+    topic, partition, replica_topic, u, d, n, ordered by topic, partition and write order.
+    """
+    part = ("topic", "partition")
+    order = Window.partitionBy(*part).orderBy("written_at", "batch_id", "d")
+    upto = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    epoch = (runs.select(*part, "replica_topic", F.col("upstream_offset").alias("u"),
+                         F.col("downstream_offset").alias("d"), F.col("length").alias("n"),
+                         "written_at", "batch_id")
+             .withColumn("start", F.coalesce(
+                 (F.col("d") < F.lag(F.col("d") + F.col("n")).over(order)).cast("int"), F.lit(1)))
+             .withColumn("epoch", F.sum("start").over(upto))
+             .withColumn("last", F.max("epoch").over(Window.partitionBy(*part)))
+             .where(F.col("epoch") == F.col("last"))
+             .withColumn("rid", F.row_number().over(order))
+             .drop("start", "epoch", "last", "written_at", "batch_id"))
+    # kind 0: an upstream end, counted; kinds 1 and 2: the bounds A.u and A.e, which see every
+    # end <= them (ends sort first at equal offsets). Every point carries its run, so the runs
+    # come back by a group-by on the same partitioning: a single shuffle in all.
+    end = F.col("u") + F.col("n")
+    points = epoch.select("*", F.explode(F.array(*(
+        F.struct(at.alias("at"), F.lit(kind).alias("kind"))
+        for at, kind in ((end, 0), (F.col("u"), 1), (end, 2))))).alias("p"))
+    ends_below = F.sum((F.col("p.kind") == 0).cast("long")).over(
+        Window.partitionBy(*part).orderBy("p.at", "p.kind")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    inside = (points.withColumn("below", ends_below).where(F.col("p.kind") > 0)
+              .groupBy(*part, "rid", "u", "d", "n", "replica_topic")
+              .agg(F.sum(F.when(F.col("p.kind") == 2, F.col("below"))
+                         .otherwise(-F.col("below"))).alias("inside")))
+    by_rid = Window.partitionBy(*part).orderBy("rid")
+    continues = ((F.col("u") == F.lag(end).over(by_rid))
+                 & (F.col("d") == F.lag(F.col("d") + F.col("n")).over(by_rid))
+                 & (F.lag("inside").over(by_rid) == 1))
+    islands = (inside
+               .withColumn("new", F.when(F.coalesce(continues, F.lit(False)), 0).otherwise(1))
+               .withColumn("span", F.sum("new").over(
+                   by_rid.rowsBetween(Window.unboundedPreceding, Window.currentRow))))
+    return (islands.groupBy(*part, "span")
+            .agg(F.min("rid").alias("first"),
+                 F.max_by("replica_topic", "rid").alias("replica_topic"),
+                 F.min("u").alias("u"), F.min("d").alias("d"), F.sum("n").alias("n"))
+            .orderBy(*part, "first")
+            .select(*part, "replica_topic", "u", "d", "n"))

@@ -127,11 +127,13 @@ class Coverage:
                 for r in rows if r["next_upstream_offset"] is not None}
 
     def _stores(self, needs: list[Need]) -> dict[str, OffsetSyncStore]:
-        topics: dict[str, set[str]] = {}
+        """Each flow's spans, of the needed partitions only."""
+        wanted: dict[str, set[tuple[str, int]]] = {}
         for n in needs:
-            topics.setdefault(n.sync_flow, set()).add(n.topic)
-        return {flow: OffsetSyncStore.load(self.ledger, flow, topics=names)
-                for flow, names in topics.items()}
+            wanted.setdefault(n.sync_flow, set()).add((n.topic, n.partition))
+        return {flow: OffsetSyncStore.load(self.ledger, flow,
+                                           topics={t for t, _ in keys}, partitions=keys)
+                for flow, keys in wanted.items()}
 
     def _drop_marker_tails(self, gaps: list[Gap]) -> list[Gap]:
         """Forward gaps of only transaction markers and aborted records are covered."""

@@ -1,0 +1,108 @@
+"""Spans: contiguous runs coalesced so that translation reads bounded data.
+
+The raw runs of ``offset_syncs`` stay the audit record (one row per batch and upstream gap). A
+**span** is a run ``(u, d, n)`` standing for a chain of runs consecutive in write order and
+contiguous on both sides; :func:`coalesce` turns runs into spans such that
+:func:`ledger.translation.forward` and :func:`ledger.translation.reverse` give the same answer
+on the spans as on the runs, for every offset. ``ledger.store`` computes the same spans in Spark
+(of the current epoch only) and collects them instead of the whole history.
+
+The merge rule (one flow partition, runs in write order, ``e = u + n`` the upstream end)::
+
+    a run B merges into the span S ending with run A when
+        B directly follows A in write order,
+        B.u == A.u + A.n  and  B.d == A.d + A.n          (contiguous both sides)
+        and no other run of A's epoch ends upstream in (A.u, A.u + A.n]   (safety)
+    the span becomes (S.u, S.d, S.n + B.n)
+
+    upstream   10 11 12 | 13 14 | 15 16 17        runs (10,500,3) (13,503,2) (15,505,3)
+    replica   500 ... 502 503 504 505 ... 507     -> one span (10, 500, 8)
+
+    a rewind: the replicator copied 10..12, restarted from 11 and copied 11..17 again
+    runs   R=(10,500,3)  A=(11,503,2)  B=(13,505,3)
+    R ends upstream at 13, inside (A.u, A.e] = (11, 13]: A and B stay two spans
+    (merged into (11,503,5), B's start 13 would vanish and forward(15) would become R's end
+    503 instead of 507: records 11..14 read again; the rule keeps answers exactly equal)
+
+Invariants (checked by tests/ledger/test_spans.py):
+    * ``reverse(spans, c) == reverse(runs, c)`` and ``forward(spans, x) == forward(runs, x)``
+      for every ``c`` and ``x``; ``current_epoch(spans)`` covers exactly the copies of
+      ``current_epoch(runs)``, with the same highest upstream and downstream ends.
+    * Why: ``reverse`` and the ``FIRST_RECORD`` candidates of ``forward`` are unchanged by any
+      merge of contiguous runs (the span's record ``u + k`` still sits at ``d + k``), and so is
+      "some run has ``u <= x``". A merge removes the interior starts ``r2.u .. rk.u`` of a chain
+      ``r1 .. rk``; that changes a ``RUN_END`` candidate only when another run of the epoch ends
+      in ``(r1.u, rk.u]`` (a rewind), which the safety condition excludes pair by pair.
+    * Epochs are preserved: a run that starts an epoch has ``d`` below the previous end, so it
+      is never contiguous with it; spans are in write order and every span ends where its last
+      run ends, so the epoch rule finds the same epoch starts on the spans.
+    * Every epoch is coalesced (the store only ever asks for the current one). Without a rewind
+      (every run starts at or after the previous run's upstream end) the safety condition always
+      holds and a contiguous history becomes a single span.
+    * ``O(n log n)``: one sort of each epoch's upstream ends, one binary search per run.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+
+from ledger.translation import Run, RunLike, epoch_starts
+
+__all__ = ["coalesce", "mergeable"]
+
+
+def mergeable(runs: Iterable[RunLike]) -> list[bool]:
+    """For each run, in write order, whether the next run may merge into it.
+
+    ``True`` when the next run is contiguous with it on both sides and no other run of its epoch
+    ends upstream in ``(u, u + n]``. The last run gives ``False``.
+
+    Raises:
+        TypeError, ValueError: a run is malformed (see :class:`ledger.translation.Run`).
+    """
+    items = [Run.of(r) for r in runs]
+    flags = [False] * len(items)
+    starts = [*epoch_starts(items), True]
+    begin = 0
+    for i in range(1, len(items) + 1):
+        if not starts[i]:
+            continue
+        epoch = items[begin:i]
+        ends = sorted(run.upstream_end for run in epoch)
+        for k in range(len(epoch) - 1):
+            a, b = epoch[k], epoch[k + 1]
+            contiguous = (b.upstream_offset == a.upstream_end
+                          and b.downstream_offset == a.downstream_end)
+            if contiguous:  # a's own end is the one expected in (a.u, a.e]
+                inside = (bisect_right(ends, a.upstream_end)
+                          - bisect_right(ends, a.upstream_offset))
+                flags[begin + k] = inside == 1
+        begin = i
+    return flags
+
+
+def coalesce(runs: Iterable[RunLike]) -> list[Run]:
+    """The spans of ``runs`` (write order in, write order out), see the module docstring.
+
+    Args:
+        runs: one flow partition's runs in the order they were written (every epoch).
+
+    Returns:
+        The spans, in write order; ``[]`` for no runs.
+
+    Raises:
+        TypeError, ValueError: a run is malformed (see :class:`ledger.translation.Run`).
+    """
+    items = [Run.of(r) for r in runs]
+    spans: list[Run] = []
+    merge_next = False
+    for run, flag in zip(items, mergeable(items), strict=True):
+        if merge_next:
+            last = spans[-1]
+            spans[-1] = Run(last.upstream_offset, last.downstream_offset,
+                            last.length + run.length)
+        else:
+            spans.append(run)
+        merge_next = flag
+    return spans

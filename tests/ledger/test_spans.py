@@ -1,0 +1,130 @@
+"""ledger.spans: coalesced runs translate exactly like the raw runs (property and examples)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.spans import coalesce, mergeable
+from ledger.translation import Run, current_epoch, epoch_starts, forward, reverse
+from tests.ledger.test_translation import History, histories
+
+pytestmark = pytest.mark.unit
+
+
+def assert_equivalent(raw: list[tuple[int, int, int]]) -> list[Run]:
+    runs = [Run(*r) for r in raw]
+    spans = coalesce(raw)
+    raw_epoch, span_epoch = current_epoch(runs), current_epoch(spans)
+    assert len(spans) <= len(runs)
+    assert epoch_starts(spans).count(True) == epoch_starts(runs).count(True)
+    assert sum(r.length for r in spans) == sum(r.length for r in runs)
+    if raw_epoch:
+        for end in ("upstream_end", "downstream_end"):
+            assert (max(getattr(r, end) for r in span_epoch)
+                    == max(getattr(r, end) for r in raw_epoch))
+        assert ({(r.downstream_offset + k, r.upstream_offset + k)
+                 for r in span_epoch for k in range(r.length)}
+                == {(r.downstream_offset + k, r.upstream_offset + k)
+                    for r in raw_epoch for k in range(r.length)})
+    else:
+        assert span_epoch == []
+    top_u = max((r.upstream_end for r in runs), default=0) + 3
+    top_d = max((r.downstream_end for r in runs), default=0) + 3
+    for x in range(top_u):
+        assert forward(spans, x) == forward(runs, x), (x, runs, spans)
+    for c in range(top_d):
+        assert reverse(spans, c) == reverse(runs, c), (c, runs, spans)
+    # Not a fixed point: a merge removes interior ends, which may make more merges safe.
+    assert len(coalesce(spans)) <= len(spans)
+    return spans
+
+
+@st.composite
+def replication_logs(draw: st.DrawFn) -> list[tuple[int, int, int]]:
+    """Runs as a replicator writes them, adversarially: mostly contiguous batches, plus upstream
+    gaps, downstream holes, rewinds and restarts half way through a batch (copies again, further
+    downstream), restarts past what was copied, and truncations (a new epoch: d drops)."""
+    u, d = draw(st.integers(0, 10)), draw(st.integers(0, 10))
+    runs: list[tuple[int, int, int]] = []
+    steps = st.sampled_from(["batch"] * 5 + ["gap", "hole", "rewind", "half", "skip",
+                                              "truncate"])
+    for step in draw(st.lists(steps, max_size=25)):
+        n = draw(st.integers(1, 5))
+        if step == "gap":
+            u += draw(st.integers(1, 3))
+        elif step == "hole":
+            d += draw(st.integers(1, 3))
+        elif step == "rewind" and runs:
+            low = min(r[0] for r in runs)
+            u = draw(st.integers(low, u))
+        elif step == "half" and runs:  # restart inside the last batch
+            last = runs[-1]
+            u = last[0] + draw(st.integers(0, last[2] - 1))
+        elif step == "skip":
+            u += draw(st.integers(1, 5))
+            d += draw(st.integers(0, 2))
+        elif step == "truncate" and runs:
+            d = draw(st.integers(0, max(0, d - 1)))
+            u = draw(st.integers(0, u + 3))
+        runs.append((u, d, n))
+        u, d = u + n, d + n
+    return runs
+
+
+@settings(max_examples=300, deadline=None)
+@given(replication_logs())
+def test_property_spans_translate_like_runs(runs: list[tuple[int, int, int]]) -> None:
+    assert_equivalent(runs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories())
+def test_property_spans_of_simulated_histories(history: History) -> None:
+    assert_equivalent(history.runs)
+
+
+arbitrary_runs = st.lists(
+    st.tuples(st.integers(0, 20), st.integers(0, 20), st.integers(1, 4)), max_size=10
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(arbitrary_runs)
+def test_property_spans_of_arbitrary_runs(runs: list[tuple[int, int, int]]) -> None:
+    assert_equivalent(runs)
+
+
+def test_contiguous_history_is_one_span() -> None:
+    runs = [(100 + 10 * i, 500 + 10 * i, 10) for i in range(1000)]
+    assert assert_equivalent(runs[:50]) == [Run(100, 500, 500)]
+    assert coalesce(runs) == [Run(100, 500, 10_000)]
+
+
+def test_gaps_and_holes_split_spans() -> None:
+    # An upstream gap (104..109 do not exist), then a downstream hole (a transaction marker).
+    runs = [(100, 500, 2), (102, 502, 2), (110, 504, 2), (112, 506, 1), (113, 508, 3)]
+    assert assert_equivalent(runs) == [Run(100, 500, 4), Run(110, 504, 3), Run(113, 508, 3)]
+
+
+def test_a_rewind_keeps_the_boundaries_it_needs() -> None:
+    # 10..12 copied, restart from 11: 11..17 copied again. R ends at 13, inside (A.u, A.e].
+    runs = [(10, 500, 3), (11, 503, 2), (13, 505, 3), (16, 508, 4)]
+    assert mergeable(runs) == [False, False, True, False]
+    spans = assert_equivalent(runs)
+    assert spans == [Run(10, 500, 3), Run(11, 503, 2), Run(13, 505, 7)]
+    assert forward(spans, 15) == 507
+    # Merging 11..12 with 13.. would hide the start 13 and translate 15 to R's end, 503.
+    assert forward([(10, 500, 3), (11, 503, 5)], 15) == 503
+
+
+def test_new_epoch_is_never_merged_into_the_previous_one() -> None:
+    runs = [(0, 0, 5), (5, 5, 5), (10, 3, 4), (14, 7, 4)]  # the replica was truncated at 3
+    assert assert_equivalent(runs) == [Run(0, 0, 10), Run(10, 3, 8)]
+    assert current_epoch(coalesce(runs)) == [Run(10, 3, 8)]
+
+
+def test_no_runs() -> None:
+    assert coalesce([]) == []
+    assert mergeable([]) == []
