@@ -416,6 +416,8 @@ def tables(result: dict) -> str:
 
 def verdicts(result: dict) -> str:
     sizes = list(result["sizes"])
+    if len(sizes) < 2:
+        return "(one size only: no ratio to compare with the targets)"
     lo, hi = result["sizes"][sizes[0]], result["sizes"][sizes[-1]]
     out = []
     for op, m in hi["ops"].items():
