@@ -63,7 +63,6 @@ from pathlib import Path
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FLOW, TOPIC, REPLICA, PARTITIONS, GROUPS = "P->B", "Orders", "P.Orders", 12, 50
 BATCH_S, PASS_S = 10, 60
-T0 = int(dt.datetime(2025, 1, 1, tzinfo=dt.UTC).timestamp())
 GAP, REWIND = 3, 250
 REPEATS = 3
 TARGETS = {"ratio": 1.5, "failover_s": 10.0, "failover_at": 10_000_000}
@@ -85,6 +84,9 @@ class Shape:
         self.restarts = sorted({0, self.epoch, self.rewind,
                                 *range(0, n, max(1, n // 8))})
         self.passes = max(1, n * BATCH_S // PASS_S)
+        # The history ends now, as a running ledger's does: the reads of "the latest per key"
+        # look at a window ending now (pipelines.checkpoint.history).
+        self.t0 = int(dt.datetime.now(dt.UTC).timestamp()) - n * BATCH_S - PASS_S
 
     @staticmethod
     def _sum(m: str) -> str:
@@ -109,9 +111,8 @@ class Shape:
         seg = " + ".join(f"IF({i} >= {r}, 1, 0)" for r in self.restarts[1:]) or "0"
         return f"format_string('bench-run-%04d', {seg})"
 
-    @staticmethod
-    def at(seconds: str) -> str:
-        return f"timestamp_seconds({T0} + {seconds})"
+    def at(self, seconds: str) -> str:
+        return f"timestamp_seconds({self.t0} + {seconds})"
 
 
 def offset_syncs(spark, shape: Shape):
