@@ -59,6 +59,11 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
+def _previous(latest: Mapping[tuple, Mapping]) -> dict[tuple, Previous]:
+    """What the "never backwards" rule needs of the latest checkpoints."""
+    return {k: Previous(r["source_offset"], r["target_offset"]) for k, r in latest.items()}
+
+
 @dataclass
 class CheckpointResult:
     checkpoint_id: str
@@ -161,8 +166,7 @@ class Checkpointer:
 
     def previous_checkpoints(self, source_cluster: str, groups: Iterable[str],
                              now: dt.datetime | None = None) -> dict[tuple, Previous]:
-        latest = self.latest_checkpoints(source_cluster, groups, now or utcnow())
-        return {k: Previous(r["source_offset"], r["target_offset"]) for k, r in latest.items()}
+        return _previous(self.latest_checkpoints(source_cluster, groups, now or utcnow()))
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -217,10 +221,8 @@ class Checkpointer:
                                     self._since(now))
             latest = self.latest_checkpoints(flow.source, group_ids, now)
             stores, latest_commits = stores_f.result(), commits_f.result()
-        previous = {k: Previous(r["source_offset"], r["target_offset"])
-                    for k, r in latest.items()}
         result.checkpoints = compute_checkpoints(
-            commits, mappings, stores, previous, checkpoint_id=result.checkpoint_id,
+            commits, mappings, stores, _previous(latest), checkpoint_id=result.checkpoint_id,
             target_cluster=flow.target, now=now)
         existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
         result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)
