@@ -16,6 +16,8 @@ from ledger.schemas import (
     GROUP_OFFSETS,
     NATURAL_KEYS,
     OFFSET_SYNCS,
+    OPERATION_CHECKPOINTS,
+    OPERATION_RUNS,
     OPERATIONS,
     REPLICATION_PROGRESS,
     RESUME_POINTS,
@@ -174,6 +176,45 @@ def _replication_progress() -> list:
     ]
 
 
+def _same_version_as_operation(column: str):
+    # Evidence is written before its operations row: a row whose operation is missing is a
+    # crash between the two (no audit reads it), never a mismatch.
+    return _rows(
+        "version_matches_operation",
+        f"SELECT e.* FROM {{batch}} e JOIN {view(OPERATIONS)} o USING (operation_id) "
+        f"WHERE e.{column} <> o.{column}",
+        f"evidence was recorded at the {column} its operation records")
+
+
+def _operation_runs() -> list:
+    overlap = (
+        "SELECT * FROM (SELECT r.*, lag(downstream_offset + length) OVER (PARTITION BY "
+        "operation_id, flow, topic, `partition` ORDER BY batch_id, downstream_offset) "
+        "AS previous_end "
+        "FROM {batch} r) WHERE downstream_offset < previous_end")
+    return [
+        _between("length_positive", "length", 1, "every span holds at least one record"),
+        _between("upstream_offset_non_negative", "upstream_offset", 0, "u >= 0"),
+        _between("downstream_offset_non_negative", "downstream_offset", 0, "d >= 0"),
+        _rows("spans_of_one_epoch", overlap,
+              "an operation's spans of a flow partition are one epoch: they never go back "
+              "downstream"),
+        _same_version_as_operation("offset_syncs_version"),
+    ]
+
+
+def _operation_checkpoints() -> list:
+    return [
+        _in_set("status_known", "status", ["translated", "untranslatable", "held"]),
+        _in_set("direction_known", "direction", ["forward", "reverse"]),
+        _rows("untranslatable_iff_null",
+              "SELECT * FROM {batch} WHERE (status = 'untranslatable') <> "
+              "(target_offset IS NULL)",
+              "target_offset is NULL exactly when status is 'untranslatable'"),
+        _same_version_as_operation("checkpoints_version"),
+    ]
+
+
 SUITES: dict[str, Callable[[], list]] = {
     OFFSET_SYNCS: _offset_syncs,
     CHECKPOINTS: _checkpoints,
@@ -181,6 +222,8 @@ SUITES: dict[str, Callable[[], list]] = {
     RESUME_POINTS: _resume_points,
     OPERATIONS: _operations,
     REPLICATION_PROGRESS: _replication_progress,
+    OPERATION_RUNS: _operation_runs,
+    OPERATION_CHECKPOINTS: _operation_checkpoints,
 }
 
 

@@ -135,7 +135,8 @@ class Config:
     ledger_location: str = ".state/ledger"
     # Delta log and deleted-file retention of every ledger table: how far back time travel (and
     # so an audit replayed from the ledger's own versions) reaches.
-    audit_retention_days: int = DEFAULT_AUDIT_RETENTION_DAYS
+    # A fraction of a day is allowed (tests that expire versions); 0 is refused.
+    audit_retention_days: float = DEFAULT_AUDIT_RETENTION_DAYS
     # A checkpoint pass records a checkpoint or a group commit only when it changed, or when its
     # latest record is older than this: so "the latest per group partition" is always inside
     # this window and is read from it, never from the whole history.
@@ -213,6 +214,15 @@ def _bool(v: Any) -> bool:
     raise ValueError("expected true or false")
 
 
+def _positive_days(v: Any) -> float:
+    if isinstance(v, bool):
+        raise ValueError("expected a number of days > 0")
+    value = float(v)
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError("expected a number of days > 0 (a fraction of a day is allowed)")
+    return int(value) if value.is_integer() else value
+
+
 def _positive_int(v: Any) -> int:
     value = _nonneg_int(v)
     if value < 1:
@@ -247,7 +257,7 @@ def _policy(v: Any) -> str:
 _TOP_LEVEL = {
     "ledger.location": ("ledger_location", str),
     "ledger.streaming.checkpoint.location": ("streaming_checkpoint_location", str),
-    "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_int(v)),
+    "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_days(v)),
     "ledger.history.refresh.hours": ("history_refresh_hours", lambda v: _positive_int(v)),
     "replication.policy.separator": ("replication_policy_separator", _separator),
     "replication.policy.class": ("replication_policy_class", _policy),

@@ -18,12 +18,15 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ledger.schemas import (
     CHECKPOINTS,
     GROUP_OFFSETS,
     OFFSET_SYNCS,
+    OPERATION_CHECKPOINTS,
+    OPERATION_RUNS,
     RESUME_POINTS,
     SCHEMAS,
 )
@@ -36,13 +39,21 @@ ZORDER: dict[str, tuple[str, ...]] = {
     CHECKPOINTS: ("checkpointed_at",),
     GROUP_OFFSETS: ("observed_at",),
     RESUME_POINTS: ("operation_id", "group_id"),
+    # An audit reads one operation's evidence (literal operation ids): a few files.
+    OPERATION_RUNS: ("operation_id",),
+    OPERATION_CHECKPOINTS: ("operation_id",),
 }
 """Per table, the columns OPTIMIZE clusters by (Z-order); other tables are only compacted."""
 
 
-def retention_properties(days: int) -> dict[str, str]:
-    """The Delta table properties that keep ``days`` of history readable."""
-    interval = f"interval {int(days)} days"
+def retention_properties(days: float) -> dict[str, str]:
+    """The Delta table properties that keep ``days`` of history readable.
+
+    Whole days are written as days; a fraction of a day (tests that expire versions) in whole
+    seconds, at least one.
+    """
+    interval = (f"interval {int(days)} days" if float(days).is_integer()
+                else f"interval {max(1, round(days * 86400))} seconds")
     return {
         "delta.logRetentionDuration": interval,
         "delta.deletedFileRetentionDuration": interval,
@@ -55,7 +66,7 @@ def table_properties(ledger: Ledger, name: str) -> dict[str, str]:
     return dict(row["properties"] or {}) if row is not None else {}
 
 
-def apply_retention(ledger: Ledger, days: int, names: tuple[str, ...] = ()) -> dict[str, bool]:
+def apply_retention(ledger: Ledger, days: float, names: tuple[str, ...] = ()) -> dict[str, bool]:
     """Set the retention properties where they differ; return ``{table: changed}``."""
     wanted = retention_properties(days)
     changed = {}
@@ -109,7 +120,16 @@ def _checkpoint(ledger: Ledger, name: str) -> None:
     log.checkpoint()
 
 
-def maintain(ledger: Ledger, days: int, names: tuple[str, ...] = (), *,
+def _retain_hours(days: float) -> str:
+    """VACUUM's RETAIN in hours: exactly the table's deletedFileRetentionDuration (Delta
+    refuses less while its safety check is on, and we never want less)."""
+    if float(days).is_integer():
+        return str(int(days) * 24)
+    # rounded up: Delta refuses a RETAIN below the table's property
+    return f"{math.ceil(max(1, round(days * 86400)) / 3600 * 1e6) / 1e6:.6f}"
+
+
+def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
              vacuum: bool = True) -> list[MaintenanceReport]:
     """Compact (and Z-order), checkpoint, and VACUUM each table within ``days`` of retention."""
     ledger.require(*(names or tuple(SCHEMAS)), verify=True)
@@ -122,8 +142,8 @@ def maintain(ledger: Ledger, days: int, names: tuple[str, ...] = (), *,
         ledger.spark.sql(f"OPTIMIZE {ledger.identifier(name)}{by}").collect()
         _checkpoint(ledger, name)
         if vacuum:
-            ledger.spark.sql(f"VACUUM {ledger.identifier(name)} RETAIN {int(days) * 24} HOURS"
-                             ).collect()
+            ledger.spark.sql(f"VACUUM {ledger.identifier(name)} RETAIN "
+                             f"{_retain_hours(days)} HOURS").collect()
         reports.append(MaintenanceReport(name, files_before, _num_files(ledger, name),
                                          version_before, ledger.version(name), changed, vacuum,
                                          zorder))

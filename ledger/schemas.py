@@ -29,6 +29,8 @@ GROUP_OFFSETS = "group_offsets"
 RESUME_POINTS = "resume_points"
 OPERATIONS = "operations"
 REPLICATION_PROGRESS = "replication_progress"
+OPERATION_RUNS = "operation_runs"
+OPERATION_CHECKPOINTS = "operation_checkpoints"
 
 
 def _schema(*fields: tuple[str, object, bool]) -> StructType:
@@ -142,6 +144,24 @@ REPLICATION_PROGRESS_SCHEMA = _schema(
     ("updated_at", T, False),
 )
 
+# An operation's own audit evidence, written with it (before its ``operations`` row), so that
+# its audit still answers once time travel no longer reaches the versions it recorded.
+# The spans (ledger.spans) of the current epoch of every flow partition its checkpoints were
+# translated over, as the store held them: offset_syncs' columns, one row per span, with
+# run_id "span" and batch_id the span's position in write order.
+OPERATION_RUNS_SCHEMA = _schema(
+    ("operation_id", S, False),
+    ("offset_syncs_version", L, False),  # the version the spans were loaded at
+    *((f.name, f.dataType, f.nullable) for f in OFFSET_SYNCS_SCHEMA.fields),
+)
+
+# The checkpoint rows an operation's pass computed (every group partition of its groups).
+OPERATION_CHECKPOINTS_SCHEMA = _schema(
+    ("operation_id", S, False),
+    ("checkpoints_version", L, False),   # the version that holds these rows
+    *((f.name, f.dataType, f.nullable) for f in CHECKPOINTS_SCHEMA.fields),
+)
+
 SCHEMAS: dict[str, StructType] = {
     OFFSET_SYNCS: OFFSET_SYNCS_SCHEMA,
     CHECKPOINTS: CHECKPOINTS_SCHEMA,
@@ -149,6 +169,8 @@ SCHEMAS: dict[str, StructType] = {
     RESUME_POINTS: RESUME_POINTS_SCHEMA,
     OPERATIONS: OPERATIONS_SCHEMA,
     REPLICATION_PROGRESS: REPLICATION_PROGRESS_SCHEMA,
+    OPERATION_RUNS: OPERATION_RUNS_SCHEMA,
+    OPERATION_CHECKPOINTS: OPERATION_CHECKPOINTS_SCHEMA,
 }
 
 NATURAL_KEYS: dict[str, tuple[str, ...]] = {
@@ -158,6 +180,9 @@ NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     RESUME_POINTS: ("resume_point_id",),
     OPERATIONS: ("operation_id",),
     REPLICATION_PROGRESS: ("flow", "topic", "partition"),
+    OPERATION_RUNS: ("operation_id", "flow", "topic", "partition", "batch_id"),
+    OPERATION_CHECKPOINTS: ("operation_id", "checkpoint_id", "group_id", "direction",
+                            "source_topic", "partition"),
 }
 
 PARTITION_COLUMNS: dict[str, tuple[str, ...]] = {name: () for name in SCHEMAS}

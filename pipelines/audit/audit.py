@@ -7,7 +7,13 @@ Invariants:
     * ``as_of_version`` / ``as_of_timestamp`` read the ledger as it was then (Delta time travel,
       see :func:`pipelines.audit.dbt_runner.resolve_as_of`); resume_audit always reads each
       operation's own recorded versions.
-    * ``group`` / ``operation`` only filter the rows returned; the marts are built whole.
+    * ``group`` / ``operation`` select the operations audited (dbt var ``audit_operations``):
+      the operation marts read those operations' versions only, so auditing one operation
+      costs the same whatever the number of operations in the ledger.
+    * An operation whose recorded versions time travel no longer reaches
+      (:mod:`pipelines.audit.horizon`), or every operation with ``evidence=True``, is audited
+      from the evidence it recorded (var ``evidence_operations``); ``resume_audit``'s
+      ``audit_source`` says which was used.
 """
 
 from __future__ import annotations
@@ -22,28 +28,55 @@ from ledger.config import Config
 from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, OPERATIONS
 from ledger.tables import Ledger
 from pipelines.audit.dbt_runner import MARTS, build_marts, read_mart, resolve_as_of
+from pipelines.audit.horizon import RECORDED_VERSIONS, past_horizon
 
 
 def run_audit(spark: SparkSession, config: Config, *, group: str | None = None,
               operation: str | None = None, as_of_version: int | None = None,
-              as_of_timestamp: str | None = None,
-              build: bool = False) -> dict[str, list[dict[str, Any]]]:
-    """Build the marts and return ``{mart: rows}`` for the four marts of :data:`MARTS`."""
+              as_of_timestamp: str | None = None, build: bool = False,
+              evidence: bool = False,
+              variables: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Build the marts and return ``{mart: rows}`` for the four marts of :data:`MARTS`.
+
+    Args:
+        evidence: audit every selected operation from its recorded evidence, without time
+            travel (by default only those past the time-travel horizon are).
+        variables: further dbt vars (e.g. ``time_travel_days``, see dbt_project.yml).
+    """
     ledger = Ledger(spark, config.ledger_location)
     ledger.require()
     as_of = resolve_as_of(ledger, as_of_version, as_of_timestamp)
-    build_marts(spark, ledger, as_of=as_of, command="build" if build else "run")
+    operations = audited_operations(ledger, as_of, group=group, operation=operation)
+    past = ([o["operation_id"] for o in operations] if evidence
+            else past_horizon(ledger, operations))
+    variables = {**(variables or {}), "evidence_operations": past}
+    if group or operation:
+        variables["audit_operations"] = sorted(o["operation_id"] for o in operations)
+    build_marts(spark, ledger, as_of=as_of, command="build" if build else "run",
+                variables=variables)
     marts = {mart: read_mart(spark, mart) for mart in MARTS}
     groups = {group} if group else None
     if operation:
         marts = {m: [r for r in rows if r.get("operation_id", operation) == operation]
                  for m, rows in marts.items()}
-        op_groups = {r["group_id"] for r in ledger.read(OPERATIONS, version=as_of.get(
-            OPERATIONS)).where(f"operation_id = '{_sql_str(operation)}'").collect()}
+        op_groups = {o["group_id"] for o in operations}
         groups = op_groups if groups is None else groups & op_groups
     if groups is not None:
         marts = {m: [r for r in rows if r.get("group_id") in groups] for m, rows in marts.items()}
     return {m: sorted(rows, key=_sort_key) for m, rows in marts.items()}
+
+
+def audited_operations(ledger: Ledger, as_of: dict[str, int], *, group: str | None = None,
+                       operation: str | None = None) -> list[dict[str, Any]]:
+    """The operations rows an audit covers (the ``operations`` table is one row per operation,
+    small next to the history it audits)."""
+    frame = ledger.read(OPERATIONS, version=as_of.get(OPERATIONS))
+    if group:
+        frame = frame.where(F.col("group_id") == group)
+    if operation:
+        frame = frame.where(F.col("operation_id") == operation)
+    columns = ["operation_id", "group_id", *RECORDED_VERSIONS.values()]
+    return [r.asDict() for r in frame.select(*columns).collect()]
 
 
 def load_runs(spark: SparkSession, config: Config, *, as_of_version: int | None = None,
@@ -84,10 +117,6 @@ def load_operations(spark: SparkSession, config: Config, *, group: str | None = 
     return operations, [r.asDict() for r in checkpoints.select(
         "group_id", "target_topic", "partition", "target_offset", "status", "reason",
         "checkpointed_at").collect()]
-
-
-def _sql_str(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _sort_key(row: dict[str, Any]) -> tuple:

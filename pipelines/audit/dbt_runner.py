@@ -182,13 +182,18 @@ def invoke_dbt(command: str, *, select: str | None = None,
 
 
 def build_marts(spark: SparkSession, ledger: Ledger, *, as_of: dict[str, int] | None = None,
-                command: str = "run", select: str | None = None) -> DbtResult:
-    """Register the ledger and ``dbt run`` (or ``build``) the project; raise on failure."""
+                command: str = "run", select: str | None = None,
+                variables: dict[str, Any] | None = None) -> DbtResult:
+    """Register the ledger and ``dbt run`` (or ``build``) the project; raise on failure.
+
+    ``variables`` are further dbt vars (``audit_operations``, ``evidence_operations``).
+    """
     schema = register_ledger(spark, ledger)
     for model in TABLE_MODELS:  # each build writes them under a fresh location root
         spark.sql(f"DROP TABLE IF EXISTS {dbt_schema()}.{model}")
     result = invoke_dbt(command, select=select,
-                        variables={"ledger_schema": schema, "as_of_versions": as_of or {}})
+                        variables={**(variables or {}), "ledger_schema": schema,
+                                   "as_of_versions": as_of or {}})
     if not result.success:
         raise DbtRunError("dbt " + command + " failed:\n  " + "\n  ".join(
             result.failures or ["(no details)"]))

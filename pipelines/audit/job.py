@@ -7,6 +7,8 @@ Invariants:
     * ``--format table`` (default, 120 columns: a summary per operation and its resume points;
       ``--wide`` every mart) and ``json`` (the marts, for tools) print to stdout; ``html`` writes
       a self-contained report (``--output``, default ``offset-ledger-audit.html``).
+    * An operation whose recorded ledger versions time travel no longer reaches is audited
+      from the evidence it recorded (``--evidence``: every operation), and says so.
     * A missing ledger or a failing dbt model exits 2 with ``error: ...``.
 """
 
@@ -34,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --format html: the report file")
     parser.add_argument("--wide", action="store_true",
                         help="with --format table: every mart with its main columns")
+    parser.add_argument("--evidence", action="store_true",
+                        help="audit every operation from the evidence it recorded, without "
+                             "time travel (by default only operations whose ledger versions "
+                             "time travel no longer reaches)")
     parser.add_argument("--build", action="store_true",
                         help="dbt build instead of dbt run: also run the data and unit tests")
 
@@ -49,7 +55,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
             "as_of_timestamp": getattr(args, "as_of_timestamp", None)}
     which = {"group": getattr(args, "group", None),
              "operation": getattr(args, "operation", None)}
-    marts = run_audit(spark, config, build=getattr(args, "build", False), **which, **when)
+    marts = run_audit(spark, config, build=getattr(args, "build", False),
+                      evidence=getattr(args, "evidence", False), **which, **when)
     fmt = getattr(args, "format", "table")
     if fmt == "json":
         print(json.dumps(jsonable(marts), indent=2))

@@ -65,22 +65,29 @@ def format_wide(marts: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(out)
 
 
-
-
 def _overall(summaries: list[OperationSummary]) -> tuple[bool, str]:
     translated = sum(s.translated for s in summaries)
     matched = sum(s.matched for s in summaries)
-    ok = matched == translated
+    unavailable = sum(s.audit_source == "unavailable" for s in summaries)
+    ok = matched == translated and not unavailable
     head = "Everything matched" if ok else "MISMATCH"
-    return ok, (f"{head}: {matched} of {translated} resume points in {len(summaries)} "
-                f"operation(s) match re-translation at the recorded ledger versions")
+    text = (f"{head}: {matched} of {translated} resume points in {len(summaries)} "
+            f"operation(s) match re-translation at the recorded ledger versions")
+    from_evidence = sum(s.audit_source == "recorded_evidence" for s in summaries)
+    if from_evidence:
+        text += (f"\n{from_evidence} operation(s) audited from their recorded evidence instead "
+                 "of time travel (their ledger versions are past the time-travel horizon)")
+    if unavailable:
+        text += (f"\n{unavailable} operation(s) cannot be re-translated: their ledger versions "
+                 "are past the time-travel horizon and they recorded no evidence")
+    return ok, text
 
 
 def format_tables(summaries: list[OperationSummary]) -> str:
     """Per operation, a summary and its resume points, in at most 120 columns."""
     if not summaries:
         return "no failover or failback operation in this ledger"
-    out = [_overall(summaries)[1], ""]
+    out = [*_overall(summaries)[1].splitlines(), ""]
     for i, s in enumerate(summaries, 1):
         out.append(f"{i}. {s.kind} {s.group_id} {s.from_cluster} -> {s.to_cluster}  "
                    f"started {sm.human_time(s.started_at)}, ready in "

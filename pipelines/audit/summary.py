@@ -47,16 +47,28 @@ class OperationSummary:
     duplicates_without: int | None = None
     duplicates_with: int | None = None
     untouched: list[Untouched] = field(default_factory=list)
+    audit_source: str = "time_travel"
 
     @property
     def all_match(self) -> bool:
-        return self.matched == self.translated
+        return self.matched == self.translated and self.audit_source != "unavailable"
+
+    @property
+    def source_text(self) -> str:
+        """How the ledger as the operation saw it was read."""
+        return {
+            "time_travel": "at the recorded ledger versions",
+            "recorded_evidence": "over the recorded evidence (instead of time travel)",
+            "unavailable": "impossible: versions past the time-travel horizon, no evidence "
+                           "recorded",
+        }.get(self.audit_source, self.audit_source)
 
     @property
     def verdict(self) -> str:
+        if self.audit_source == "unavailable":
+            return f"re-translation {self.source_text}"
         text = (f"{self.matched} of {self.translated} resume point"
-                f"{'' if self.translated == 1 else 's'} match re-translation at the recorded "
-                "ledger versions")
+                f"{'' if self.translated == 1 else 's'} match re-translation {self.source_text}")
         if self.log_starts:
             text += f"; {self.log_starts} set to the log start (never read there)"
         return text
@@ -97,6 +109,8 @@ def summarize(operations: list[Row], marts: dict[str, list[Row]],
         s.resume_points = sorted(
             (r for r in audit if r["operation_id"] == s.operation_id),
             key=lambda r: (r["topic"], r["partition_id"]))
+        s.audit_source = next((r["audit_source"] for r in s.resume_points
+                               if r.get("audit_source")), s.audit_source)
         with_translation = [r for r in s.resume_points if r.get("source_offset") is not None]
         s.translated = len(with_translation)
         s.matched = sum(1 for r in with_translation if r.get("matches_retranslation"))

@@ -88,6 +88,8 @@ class CheckpointPlan:
     now: dt.datetime
     latest_checkpoints: dict[tuple, dict] = field(default_factory=dict)
     latest_commits: dict[tuple, dict] = field(default_factory=dict)
+    # The snapshots the checkpoints were translated over (an operation records their spans).
+    stores: dict[str, OffsetSyncStore] = field(default_factory=dict)
 
 
 class Checkpointer:
@@ -231,7 +233,7 @@ class Checkpointer:
         states_by_cluster = {**{(flow.source, g): st for g, st in states.items()},
                              **{(flow.target, g): st for g, st in target_states.items()}}
         return CheckpointPlan(flow, result, target_commits, states_by_cluster, now, latest,
-                              latest_commits)
+                              latest_commits, stores)
 
     def commit(self, plan: CheckpointPlan, *, sync: bool,
                operation_id: str | Mapping[str, str] | None = None,

@@ -60,6 +60,7 @@ from pipelines.checkpoint.engine import (
 from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
 from pipelines.checkpoint.report import render, translation_rows
 from pipelines.failover import cutoff as cutoffs
+from pipelines.failover import evidence
 from pipelines.failover.readiness import Coverage, Gap, Need, needs_for, replication_lag
 from pipelines.failover.result import OperationResult, print_result
 from pipelines.spark import get_spark
@@ -291,6 +292,8 @@ class Mover:
                 for s in result.skipped}
             starts = self.start_offsets(groups, target, subscribe, written)
             self.write_starts(starts, operation_ids, kind, target)
+            evidence.record(self.ledger, self.config, result.checkpoints, operation_ids,
+                            plan.stores, result.versions[CHECKPOINTS], plan.now)
         seconds = time.monotonic() - started_mono
         if not options.dry_run:
             self.record_operations(kind, groups, source, target, result, subscribe,

@@ -12,6 +12,8 @@ Scenario (partition 0, flows P->B and B->P):
     failback writes reverse(13) = 15 on P's Payments (previous offset 8) and forward(4) = 4 on
     P's B.Payments. Without reverse checkpointing G would re-read 8, 9, 12, 13, 14 (5 records).
     A run written after the failback, (15, 13, 5), is not visible at the failback's versions.
+    Each operation records its evidence as the failover job does (pipelines.failover.evidence,
+    over OffsetSyncStore snapshots at its offset_syncs version) before its operations row.
 """
 
 from __future__ import annotations
@@ -78,6 +80,18 @@ def append(ledger: Ledger, name: str, rows: list[dict[str, Any]]) -> int:
     return ledger.version(name)
 
 
+def record_evidence(ledger: Ledger, operation_id: str, checkpoints: list[dict[str, Any]],
+                    checkpoints_version: int, syncs_version: int, at_: dt.datetime) -> None:
+    """The evidence the failover job records, with the job's own code."""
+    from ledger.store import OffsetSyncStore
+    from pipelines.failover import evidence
+
+    stores = {flow: OffsetSyncStore.load(ledger, flow, syncs_version)
+              for flow in {cp["flow"] for cp in checkpoints}}
+    evidence.record(ledger, config_for(ledger.location), checkpoints, {"G": operation_id},
+                    stores, checkpoints_version, at_)
+
+
 def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]:
     """Write the reference scenario; return the ids and versions a test asserts on."""
     ledger = Ledger(spark, location)
@@ -90,11 +104,12 @@ def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]
                                    group_row("o2", "P", "G", "Payments", 1, 2, at(3), "Stable")])
     # failover: checkpoint G forward, write its offsets on B
     syncs_v1 = ledger.version(OFFSET_SYNCS)
-    cp_v1 = append(ledger, CHECKPOINTS, [
+    checkpoints_1 = [
         checkpoint_row("cp-1", pb, "forward", "G", ("P", "Payments", 8),
                        ("B", "P.Payments", 8), 0, version=syncs_v1, at_=at(4)),
         checkpoint_row("cp-1", pb, "forward", "G", ("P", "Payments", 2),
-                       ("B", "P.Payments", 2), 1, version=syncs_v1, at_=at(4))])
+                       ("B", "P.Payments", 2), 1, version=syncs_v1, at_=at(4))]
+    cp_v1 = append(ledger, CHECKPOINTS, checkpoints_1)
     rp_v1 = append(ledger, RESUME_POINTS, [
         {"resume_point_id": "rp-1", "operation_id": "op-failover", "reason": "failover",
          "cluster": "B", "group_id": "G", "topic": "P.Payments", "partition": 0, "offset": 8,
@@ -107,6 +122,7 @@ def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]
          "source_cluster": "P", "source_topic": "Payments", "source_offset": 2,
          "offset_syncs_version": syncs_v1, "checkpoints_version": cp_v1, "written_at": at(5)}])
     go_v1 = ledger.version(GROUP_OFFSETS)
+    record_evidence(ledger, "op-failover", checkpoints_1, cp_v1, syncs_v1, at(5))
     append(ledger, OPERATIONS, [{
         "operation_id": "op-failover", "kind": "failover", "group_id": "G",
         "from_cluster": "P", "to_cluster": "B", "status": "completed",
@@ -123,13 +139,14 @@ def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]
         group_row("o5", "B", "G", "P.Payments", 1, 3, at(8))])
     # failback: reverse-checkpoint P.Payments, forward-checkpoint B's Payments
     syncs_v2 = ledger.version(OFFSET_SYNCS)
-    cp_v2 = append(ledger, CHECKPOINTS, [
+    checkpoints_2 = [
         checkpoint_row("cp-2", pb, "reverse", "G", ("B", "P.Payments", 13),
                        ("P", "Payments", 15), 0, version=syncs_v2, at_=at(9)),
         checkpoint_row("cp-2", pb, "reverse", "G", ("B", "P.Payments", 3),
                        ("P", "Payments", 3), 1, version=syncs_v2, at_=at(9)),
         checkpoint_row("cp-2", bp, "forward", "G", ("B", "Payments", 4),
-                       ("P", "B.Payments", 4), 0, version=syncs_v2, at_=at(9))])
+                       ("P", "B.Payments", 4), 0, version=syncs_v2, at_=at(9))]
+    cp_v2 = append(ledger, CHECKPOINTS, checkpoints_2)
     rp_v2 = append(ledger, RESUME_POINTS, [
         {"resume_point_id": "rp-3", "operation_id": "op-failback", "reason": "failback",
          "cluster": "P", "group_id": "G", "topic": "Payments", "partition": 0, "offset": 15,
@@ -147,6 +164,7 @@ def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]
          "source_cluster": "B", "source_topic": "Payments", "source_offset": 4,
          "offset_syncs_version": syncs_v2, "checkpoints_version": cp_v2, "written_at": at(10)}])
     go_v2 = ledger.version(GROUP_OFFSETS)
+    record_evidence(ledger, "op-failback", checkpoints_2, cp_v2, syncs_v2, at(10))
     ops_v2 = append(ledger, OPERATIONS, [{
         "operation_id": "op-failback", "kind": "failback", "group_id": "G",
         "from_cluster": "B", "to_cluster": "P", "status": "completed",

@@ -14,6 +14,8 @@ from ledger.schemas import (
     CHECKPOINTS,
     GROUP_OFFSETS,
     OFFSET_SYNCS,
+    OPERATION_CHECKPOINTS,
+    OPERATION_RUNS,
     OPERATIONS,
     REPLICATION_PROGRESS,
     RESUME_POINTS,
@@ -59,6 +61,18 @@ def _progress(topic, **over):
            "lag": 0, "newest_record_timestamp": at(1), "record_age_ms": 5, "batch_id": 1,
            "updated_at": at(1)}
     return {**row, **over}
+
+
+def _span(oid, topic, batch, u, d, n, **over):
+    # op-failover recorded P->B Payments p0 as one span (0, 0, 10) at offset_syncs version 2
+    return {"operation_id": oid, "offset_syncs_version": 2,
+            **sync_row("P->B", topic, 0, u, d, n, batch, at(5), run_id="span"), **over}
+
+
+def _evidence_checkpoint(oid, group, **over):
+    row = checkpoint_row("cp-1", "P->B", "forward", group, ("P", "Payments", 1),
+                         ("B", "P.Payments", 1), 0, version=2, at_=at(4))
+    return {"operation_id": oid, "checkpoints_version": 1, **row, **over}
 
 
 # table -> {check: rows that break exactly that check}
@@ -124,6 +138,27 @@ CORRUPTIONS = {
         "completed_records_versions": [_operation("ox5", checkpoints_version=None)],
         "natural_key_unique": [_operation("op-failover")],
         "no_configured_secret": [_operation("ox6", message=f"password {SECRET}")],
+    },
+    OPERATION_RUNS: {
+        "length_positive": [_span("ox-1", "E1", 0, 0, 0, 0)],
+        "upstream_offset_non_negative": [_span("ox-2", "E2", 0, -1, 0, 1)],
+        "downstream_offset_non_negative": [_span("ox-3", "E3", 0, 0, -1, 1)],
+        "spans_of_one_epoch": [_span("ox-4", "E4", 0, 0, 10, 5), _span("ox-4", "E4", 1, 5, 12, 5)],
+        "version_matches_operation": [_span("op-failover", "E5", 0, 0, 0, 1,
+                                            offset_syncs_version=1)],
+        "natural_key_unique": [_span("op-failover", "Payments", 0, 0, 100, 1)],
+        "no_configured_secret": [_span("ox-6", f"E6{SECRET}", 0, 0, 0, 1)],
+    },
+    OPERATION_CHECKPOINTS: {
+        "status_known": [_evidence_checkpoint("ox-1", "H1", status="bogus")],
+        "direction_known": [_evidence_checkpoint("ox-2", "H2", direction="sideways")],
+        "untranslatable_iff_null": [_evidence_checkpoint("ox-3", "H3",
+                                                         status="untranslatable")],
+        "version_matches_operation": [_evidence_checkpoint("op-failover", "H4",
+                                                           checkpoints_version=7)],
+        "natural_key_unique": [_evidence_checkpoint("op-failover", "G")],
+        "no_configured_secret": [_evidence_checkpoint("ox-5", "H5",
+                                                      reason=f"password {SECRET}")],
     },
     REPLICATION_PROGRESS: {
         "lag_non_negative": [_progress("R1", lag=-1)],

@@ -1,10 +1,11 @@
 {{ config(location_root=env_var('OFFSET_LEDGER_DBT_LOCATION_ROOT', '') or none) }}
 -- Per operation and resume point: the offset written, the checkpoint behind it and the run
 -- that decides its translation, all read with Delta time travel at the ledger versions the
--- operation recorded; the translation is recomputed from those runs and compared.
+-- operation recorded (or, past the time-travel horizon, from the evidence it recorded:
+-- audit_source); the translation is recomputed from those runs and compared.
 with operations as (
 
-    select * from {{ ref('stg_operations') }}
+    select * from {{ ref('int_audited_operations') }}
 
 ),
 
@@ -115,6 +116,7 @@ final as (
         operations.checkpoints_version,
         operations.group_offsets_version,
         operations.resume_points_version,
+        operations.audit_source,
         resume_points.resume_point_id,
         resume_points.reason,
         resume_points.cluster,

@@ -1,0 +1,96 @@
+"""An operation's audit evidence: the checkpoints and spans its resume points came from.
+
+A failover or failback records, beside its resume points, exactly what its audit re-derives
+them from, so ``audit`` still answers once Delta time travel no longer reaches the versions the
+operation recorded (log cleaned, files vacuumed past ``ledger.audit.retention.days``)::
+
+    operation_checkpoints   every checkpoint row of the operation's pass (its groups)
+    operation_runs          per flow partition those checkpoints were translated over, the
+                            current-epoch spans the store held (ledger.spans), in write order
+
+Invariants:
+    * The spans are the ones the translation used (the same ``OffsetSyncStore`` snapshot, at
+      the ``offset_syncs_version`` the operation records), and spans give every forward and
+      reverse answer the raw runs give (tests/ledger/test_spans.py), so re-translating over
+      the evidence is re-translating over the ledger as the operation saw it.
+    * Both tables are written before the operation's ``operations`` row: an operation the
+      ledger lists always has its evidence (a crash in between leaves evidence and no
+      operation, which no audit reads).
+    * Pure row building here; the two appends are the only I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+
+from ledger.config import Config
+from ledger.schemas import (
+    OPERATION_CHECKPOINTS,
+    OPERATION_CHECKPOINTS_SCHEMA,
+    OPERATION_RUNS,
+    OPERATION_RUNS_SCHEMA,
+)
+from ledger.store import OffsetSyncStore
+from ledger.tables import Ledger
+from pipelines.checkpoint.mapping import FORWARD
+
+SPAN_RUN_ID = "span"
+"""``run_id`` of an evidence row: it stands for a span of runs, not one replication run."""
+
+
+def sync_partition(checkpoint: Mapping) -> tuple[str, str, int]:
+    """``(flow, original topic, partition)`` whose runs translate a checkpoint row.
+
+    Forward: the group's topic is the original; reverse: its topic is the replica and the
+    original is the checkpoint's target topic.
+    """
+    topic = (checkpoint["source_topic"] if checkpoint["direction"] == FORWARD
+             else checkpoint["target_topic"])
+    return checkpoint["flow"], topic, int(checkpoint["partition"])
+
+
+def checkpoint_rows(checkpoints: Iterable[Mapping], operation_ids: Mapping[str, str],
+                    checkpoints_version: int) -> list[dict]:
+    """The operation_checkpoints rows: each checkpoint of a group that has an operation."""
+    return [{**dict(cp), "operation_id": operation_ids[cp["group_id"]],
+             "checkpoints_version": checkpoints_version}
+            for cp in checkpoints if cp["group_id"] in operation_ids]
+
+
+def run_rows(checkpoints: Iterable[Mapping], operation_ids: Mapping[str, str],
+             stores: Mapping[str, OffsetSyncStore], config: Config,
+             now: dt.datetime) -> list[dict]:
+    """The operation_runs rows: per operation and flow partition, the store's spans."""
+    wanted = sorted({(operation_ids[cp["group_id"]], *sync_partition(cp))
+                     for cp in checkpoints if cp["group_id"] in operation_ids})
+    rows = []
+    for operation_id, flow_name, topic, partition in wanted:
+        store = stores.get(flow_name)
+        spans = store.runs.get((topic, partition), []) if store is not None else []
+        if not spans:
+            continue  # nothing to translate over: the checkpoint says untranslatable
+        flow = config.flow(flow_name)
+        rows.extend({
+            "operation_id": operation_id, "offset_syncs_version": store.version,
+            "flow": flow_name, "source_cluster": flow.source, "target_cluster": flow.target,
+            "topic": topic, "replica_topic": store.replica_topics[topic],
+            "partition": partition, "upstream_offset": span.upstream_offset,
+            "downstream_offset": span.downstream_offset, "length": span.length,
+            "run_id": SPAN_RUN_ID, "batch_id": index, "written_at": now,
+        } for index, span in enumerate(spans))
+    return rows
+
+
+def record(ledger: Ledger, config: Config, checkpoints: list[Mapping],
+           operation_ids: Mapping[str, str], stores: Mapping[str, OffsetSyncStore],
+           checkpoints_version: int, now: dt.datetime) -> None:
+    """Append the evidence of ``operation_ids``' operations (before their operations rows)."""
+    spark = ledger.spark
+    runs = run_rows(checkpoints, operation_ids, stores, config, now)
+    if runs:
+        ledger.append(OPERATION_RUNS, spark.createDataFrame(runs, OPERATION_RUNS_SCHEMA))
+    rows = checkpoint_rows(checkpoints, operation_ids, checkpoints_version)
+    if rows:
+        ledger.append(OPERATION_CHECKPOINTS,
+                      spark.createDataFrame(rows, OPERATION_CHECKPOINTS_SCHEMA))
