@@ -18,7 +18,6 @@ Invariants:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ledger.schemas import (
@@ -120,13 +119,30 @@ def _checkpoint(ledger: Ledger, name: str) -> None:
     log.checkpoint()
 
 
-def _retain_hours(days: float) -> str:
-    """VACUUM's RETAIN in hours: exactly the table's deletedFileRetentionDuration (Delta
-    refuses less while its safety check is on, and we never want less)."""
-    if float(days).is_integer():
-        return str(int(days) * 24)
-    # rounded up: Delta refuses a RETAIN below the table's property
-    return f"{math.ceil(max(1, round(days * 86400)) / 3600 * 1e6) / 1e6:.6f}"
+def _vacuum(ledger: Ledger, name: str) -> None:
+    """VACUUM at the table's own deletedFileRetentionDuration (set to exactly the configured
+    retention; a RETAIN clause takes whole hours only).
+
+    VACUUM lists the table's files in ``spark.sql.sources.parallelPartitionDiscovery.
+    parallelism`` tasks (10,000 by default: minutes of task overhead for a ledger table of a
+    few hundred files); a few tasks per core list them as fast.
+    """
+    spark = ledger.spark
+    key = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+    previous = spark.conf.get(key, None)
+    try:
+        cores = spark.sparkContext.defaultParallelism
+    except Exception:  # Spark Connect (serverless) has no SparkContext: its default stands
+        cores = None
+    if cores is not None:
+        spark.conf.set(key, str(max(8, 4 * cores)))
+    try:
+        spark.sql(f"VACUUM {ledger.identifier(name)}").collect()
+    finally:
+        if cores is not None and previous is None:
+            spark.conf.unset(key)
+        elif cores is not None:
+            spark.conf.set(key, previous)
 
 
 def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
@@ -142,8 +158,7 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
         ledger.spark.sql(f"OPTIMIZE {ledger.identifier(name)}{by}").collect()
         _checkpoint(ledger, name)
         if vacuum:
-            ledger.spark.sql(f"VACUUM {ledger.identifier(name)} RETAIN "
-                             f"{_retain_hours(days)} HOURS").collect()
+            _vacuum(ledger, name)
         reports.append(MaintenanceReport(name, files_before, _num_files(ledger, name),
                                          version_before, ledger.version(name), changed, vacuum,
                                          zorder))

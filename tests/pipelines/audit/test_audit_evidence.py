@@ -45,7 +45,10 @@ def comparable(rows: list[dict]) -> list[tuple]:
 
 def test_operation_past_the_horizon_is_audited_from_its_recorded_evidence(
         spark, make_config, unique, capsys):
-    config = make_config(flows={"P->B": {"topics": ["ev-.*"]}, "B->P": {"topics": ["ev-.*"]}})
+    config = make_config(flows={
+        "P->B": {"topics": ["ev-.*"]},
+        "B->P": {"topics": ["ev-.*"], "reverse.checkpointed.topics": ["P.ev-.*"]},
+    }, **{"sync.group.offsets.enabled": False})
     topic, group = unique("ev-topic"), unique("ev-group")
     primary, backup = config.cluster("P"), config.cluster("B")
     kafka_admin.create_topic(primary, topic, 2)
