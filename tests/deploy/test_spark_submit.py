@@ -1,12 +1,13 @@
 """The jobs on a real Spark standalone cluster, launched with ``spark-submit`` as the README's
 "Run with spark-submit" section documents.
 
-A master and two workers (pyspark's own ``spark-class``, loopback, free ports) run for this module
-only and are stopped at its end. replicate, checkpoint, failover and audit each run as a
+A master and one worker (pyspark's own ``spark-class``, loopback, free ports; the worker offers two
+cores, so each application gets one two-core executor) run for this module only and are stopped at
+its end. replicate, checkpoint, failover and audit each run as a
 ``spark-submit --master spark://...`` application with the wheel in ``--py-files``, the Delta
 (and connector) jars in ``--jars`` and an event log; the test then checks, for every application,
 that the master lists it, that the event log says ``spark.master=spark://...`` (not
-``local[*]``), and that its tasks ran on the two workers' executors, never on the driver. The
+``local[*]``), and that its tasks ran on the worker's executors, never on the driver. The
 results are checked too: the replica's records, G's offsets on B, the audit's resume point.
 """
 
@@ -61,11 +62,17 @@ def _await(condition, what: str, timeout: float = 120.0):  # type: ignore[no-unt
     raise AssertionError(f"timed out waiting for {what}")
 
 
+# Short-lived JVMs on a small test machine: the C1 compiler only and the serial collector start
+# faster and leave the other core to the other JVMs. Tuning only: nothing checked depends on it.
+TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
+
+
 def _daemon_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
                 "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOG_DIR": str(tmp / "logs"),
-                "SPARK_CONF_DIR": str(tmp / "conf")})
+                "SPARK_CONF_DIR": str(tmp / "conf"), "SPARK_DAEMON_JAVA_OPTS": TEST_JVM_OPTS,
+                "SPARK_LAUNCHER_OPTS": TEST_JVM_OPTS})
     return env
 
 
@@ -88,14 +95,15 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
         start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                "--port", str(port), "--webui-port", str(webui)], "master.log")
         _await(cluster.state, "the master's web UI")
-        for n in (1, 2):
-            work = tmp / f"worker{n}"
-            work.mkdir()
-            start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                   "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
-                   "--work-dir", str(work), cluster.url], f"worker{n}.log")
-        _await(lambda: sum(w["state"] == "ALIVE" for w in cluster.state()["workers"]) == 2,
-               "two ALIVE workers")
+        # One worker: each application's executor is a separate JVM the worker launches, which
+        # is what the test needs to see; a second worker would only add one more JVM per job.
+        work = tmp / "worker"
+        work.mkdir()
+        start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+               "--cores", "2", "--memory", "1g", "--webui-port", str(free_port()),
+               "--work-dir", str(work), cluster.url], "worker.log")
+        _await(lambda: sum(w["state"] == "ALIVE" for w in cluster.state()["workers"]) == 1,
+               "an ALIVE worker")
         yield cluster
     finally:
         for process in processes:  # only what this fixture started, by process group
@@ -109,22 +117,35 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
                 process.wait()
 
 
+# Test-size tuning on top of the README's command line, as a deployment tunes its cluster: the
+# few rows of a test need a handful of shuffle and Delta snapshot partitions, not the defaults
+# (200 and 50 tasks per stage on two executor cores), and the JVMs start cheaper (above).
+TEST_TUNING = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.driver.extraJavaOptions": TEST_JVM_OPTS,
+    "spark.executor.extraJavaOptions": TEST_JVM_OPTS,
+}
+
+
 def submit_command(master: str, wheel: Path, event_dir: Path, job: str, *args: str) -> list[str]:
-    """The README's command line (section "Run with spark-submit")."""
+    """The README's command line (section "Run with spark-submit"), plus :data:`TEST_TUNING`."""
     jars = ",".join(sorted(glob.glob(str(ROOT / "jars" / "spark" / "*.jar"))))
+    tuning = [arg for key, value in TEST_TUNING.items() for arg in ("--conf", f"{key}={value}")]
     return [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master,
             "--driver-memory", "1g", "--executor-memory", "512m", "--total-executor-cores", "2",
             "--jars", jars, "--py-files", str(wheel),
             "--conf", f"spark.pyspark.python={sys.executable}",
             "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={event_dir}",
             "--conf", "spark.eventLog.compress=false",
-            "--conf", "spark.eventLog.rolling.enabled=false",
+            "--conf", "spark.eventLog.rolling.enabled=false", *tuning,
             str(ROOT / "pipelines" / job / "job.py"), *args]
 
 
 def run_submit(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=sys.executable)
+               PYSPARK_PYTHON=sys.executable, SPARK_LAUNCHER_OPTS=TEST_JVM_OPTS)
     for key in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"):
         env.pop(key, None)
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)

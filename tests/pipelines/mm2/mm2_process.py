@@ -58,8 +58,10 @@ def mm2_properties(p: str, b: str, *, topics: str, groups: str, run_id: str,
         "offset.storage.topic": f"mm2-offsets.P.{run_id}.internal",
         "config.storage.topic": f"mm2-configs.P.{run_id}.internal",
         "status.storage.topic": f"mm2-status.P.{run_id}.internal",
-        # Connect commits MirrorSourceConnector's source offsets every 60 s by default.
-        "offset.flush.interval.ms": "1000",
+        # Connect commits MirrorSourceConnector's source offsets every 60 s by default. It is a
+        # worker setting, which MM2 takes from the target cluster's properties (B.*) and not from
+        # the top level (only offset.storage.*, task.*, worker.* and a few more are passed on).
+        "B.offset.flush.interval.ms": "1000",
         # Consumers start from the log start, as a deployment that predates the topics.
         "P.consumer.auto.offset.reset": "earliest",
     }

@@ -34,6 +34,10 @@ from tests.pipelines.replicate.kafka_io import (
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.e2e]
 
 CLI = str(Path(sys.executable).with_name("offset-ledger"))
+# The job's JVM starts once per kill: the C1 compiler only and the serial collector start it
+# faster on a small machine (passed to the driver JVM that pyspark launches; tuning only).
+JOB_ENV = {"SPARK_SUBMIT_OPTS": " ".join(filter(None, (
+    os.environ.get("SPARK_SUBMIT_OPTS"), "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto")))}
 BATCH = 60
 # Each kill costs a job start (JVM, Spark) and a batch: 3 by default keeps the test a few
 # minutes on a small machine; OFFSET_LEDGER_TEST_KILLS=10 runs the full ten.
@@ -53,7 +57,7 @@ def test_kill_9_repeatedly_under_load_then_topic_changes(spark, make_config, uni
     p, b = config.cluster("P"), config.cluster("B")
     create(p, topic, 3)
     produce(p, topic, sample(3, 50, "s"))
-    env = {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / ".state")}
+    env = {**os.environ, **JOB_ENV, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / ".state")}
     command = [CLI, "replicate", "--flow", "P->B", "--config", config.path,
                "--max-records-per-batch", str(BATCH)]
     stop = threading.Event()
