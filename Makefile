@@ -34,12 +34,13 @@ demo: setup
 	$(BIN)/offset-ledger demo
 
 # Two test processes by file: most tests wait on brokers and JVMs, so two halve the wall time
-# on two cores. Each process has its own SparkSession, clusters and state folder.
+# on two cores. Each process has its own SparkSession, clusters and state folder. The longest
+# files go first (tests/conftest.py LONGEST_FIRST), in that order (--no-loadscopereorder).
 TEST_WORKERS ?= 2
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscopereorder
 
 lint: setup
 	$(BIN)/ruff check .

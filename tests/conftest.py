@@ -31,6 +31,26 @@ def pytest_configure(config: pytest.Config) -> None:
                           tempfile.mkdtemp(prefix=f"offset-ledger-tests-{worker}-"))
 
 
+# The longest files (minutes each, from --durations), handed out first so that the two xdist
+# workers finish together; `make test` passes --no-loadscopereorder so that xdist keeps this
+# order instead of its own (files with the most tests first, which leaves these for the end).
+LONGEST_FIRST = (
+    "tests/deploy/test_spark_submit.py",
+    "tests/deploy/test_wheel.py",
+    "tests/pipelines/replicate/test_kill_loop.py",
+    "tests/pipelines/mm2/test_mm2_interop.py",
+    "tests/pipelines/audit/test_audit_evidence.py",
+    "tests/pipelines/replicate/test_restart.py",
+    "tests/e2e/test_reference_scenario.py",
+    "tests/e2e/test_disaster_failover.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
+
+
 @pytest.fixture(scope="session")
 def spark():
     from pipelines.spark import get_spark
