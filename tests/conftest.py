@@ -51,6 +51,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
 
 
+@pytest.fixture(scope="session", autouse=True)
+def verbs_imported() -> None:
+    """Import every verb module once, first: a test that patches ``get_spark`` (to prove no
+    JVM starts) would otherwise leave its stub in a module that imports it by name for the
+    rest of the session, whatever the order the files run in."""
+    from pipelines import cli
+
+    cli.build_parser()
+
+
 @pytest.fixture(scope="session")
 def spark():
     from pipelines.spark import get_spark

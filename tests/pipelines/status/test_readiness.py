@@ -113,13 +113,6 @@ def config_path(tmp_path):
     return str(path)
 
 
-@pytest.fixture(autouse=True)
-def verbs_imported():
-    # Import every verb module before a test patches get_spark: a module importing it by name
-    # would otherwise keep the stub for the rest of the session.
-    cli.build_parser()
-
-
 @pytest.fixture
 def no_spark(monkeypatch):
     import pipelines.spark
