@@ -35,12 +35,12 @@ demo: setup
 
 # Two test processes by file: most tests wait on brokers and JVMs, so two halve the wall time
 # on two cores. Each process has its own SparkSession, clusters and state folder. The longest
-# files go first (tests/conftest.py LONGEST_FIRST), in that order (--no-loadscopereorder).
+# files go first (tests/conftest.py LONGEST_FIRST), in that order (--no-loadscope-reorder).
 TEST_WORKERS ?= 2
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscopereorder
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
 	$(BIN)/ruff check .

@@ -32,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The longest files (minutes each, from --durations), handed out first so that the two xdist
-# workers finish together; `make test` passes --no-loadscopereorder so that xdist keeps this
+# workers finish together; `make test` passes --no-loadscope-reorder so that xdist keeps this
 # order instead of its own (files with the most tests first, which leaves these for the end).
 LONGEST_FIRST = (
     "tests/deploy/test_spark_submit.py",
