@@ -27,8 +27,9 @@ def test_job_yaml_is_a_dbt_task_on_the_project():
     assert project == DBT_DIR.resolve() and (DBT_DIR / "dbt_project.yml").exists()
     # Marts in their own schema; the sources read the ledger's schema (ledger_schema var).
     assert dbt["catalog"] == "${var.catalog}" and dbt["schema"] == "${var.schema}_audit"
-    assert any(c.startswith("dbt build") and "{ledger_schema: ${var.schema}}" in c
-               for c in dbt["commands"])
+    # Operations older than the bundle's time_travel_days are audited from their evidence.
+    assert any(c.startswith("dbt build") and "{ledger_schema: ${var.schema}, "
+               "time_travel_days: ${var.time_travel_days}}" in c for c in dbt["commands"])
 
 
 def test_profiles_have_a_local_session_target_and_a_databricks_target():
