@@ -69,17 +69,18 @@ def _overall(summaries: list[OperationSummary]) -> tuple[bool, str]:
     translated = sum(s.translated for s in summaries)
     matched = sum(s.matched for s in summaries)
     unavailable = sum(s.audit_source == "unavailable" for s in summaries)
+    from_evidence = sum(s.audit_source == "recorded_evidence" for s in summaries)
     ok = matched == translated and not unavailable
     head = "Everything matched" if ok else "MISMATCH"
     text = (f"{head}: {matched} of {translated} resume points in {len(summaries)} "
-            f"operation(s) match re-translation at the recorded ledger versions")
-    from_evidence = sum(s.audit_source == "recorded_evidence" for s in summaries)
+            "operation(s) match re-translation"
+            + ("" if from_evidence else " at the recorded ledger versions"))
     if from_evidence:
         text += (f"\n{from_evidence} operation(s) audited from their recorded evidence instead "
-                 "of time travel (their ledger versions are past the time-travel horizon)")
+                 "of time travel")
     if unavailable:
-        text += (f"\n{unavailable} operation(s) cannot be re-translated: their ledger versions "
-                 "are past the time-travel horizon and they recorded no evidence")
+        text += (f"\n{unavailable} operation(s) cannot be re-translated: versions past the "
+                 "time-travel horizon, no evidence recorded")
     return ok, text
 
 
