@@ -82,6 +82,15 @@ def _no_secrets(schema: StructType):
         "no string column holds a secret value of the configuration")
 
 
+def _run_shape(what: str) -> list:
+    """A run's (or a span's) length and offsets."""
+    return [
+        _between("length_positive", "length", 1, f"every {what} holds at least one record"),
+        _between("upstream_offset_non_negative", "upstream_offset", 0, "u >= 0"),
+        _between("downstream_offset_non_negative", "downstream_offset", 0, "d >= 0"),
+    ]
+
+
 def _offset_syncs() -> list:
     # Write order per flow partition: (written_at, batch_id, downstream_offset). A run below the
     # previous run's end starts a new epoch (truncated replica), which cannot happen inside one
@@ -95,9 +104,7 @@ def _offset_syncs() -> list:
         "WHERE downstream_offset < previous_end AND run_id = previous_run_id "
         "AND batch_id = previous_batch_id")
     return [
-        _between("length_positive", "length", 1, "every run holds at least one record"),
-        _between("upstream_offset_non_negative", "upstream_offset", 0, "u >= 0"),
-        _between("downstream_offset_non_negative", "downstream_offset", 0, "d >= 0"),
+        *_run_shape("run"),
         _rows("flow_matches_clusters",
               "SELECT * FROM {batch} WHERE flow <> concat(source_cluster, '->', target_cluster)",
               "flow is source_cluster->target_cluster"),
@@ -193,9 +200,7 @@ def _operation_runs() -> list:
         "AS previous_end "
         "FROM {batch} r) WHERE downstream_offset < previous_end")
     return [
-        _between("length_positive", "length", 1, "every span holds at least one record"),
-        _between("upstream_offset_non_negative", "upstream_offset", 0, "u >= 0"),
-        _between("downstream_offset_non_negative", "downstream_offset", 0, "d >= 0"),
+        *_run_shape("span"),
         _rows("spans_of_one_epoch", overlap,
               "an operation's spans of a flow partition are one epoch: they never go back "
               "downstream"),
