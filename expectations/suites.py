@@ -113,6 +113,18 @@ def _offset_syncs() -> list:
     ]
 
 
+def _checkpoint_status() -> list:
+    """A checkpoint row's status and direction, and NULL exactly when untranslatable."""
+    return [
+        _in_set("status_known", "status", ["translated", "untranslatable", "held"]),
+        _in_set("direction_known", "direction", ["forward", "reverse"]),
+        _rows("untranslatable_iff_null",
+              "SELECT * FROM {batch} WHERE (status = 'untranslatable') <> "
+              "(target_offset IS NULL)",
+              "target_offset is NULL exactly when status is 'untranslatable'"),
+    ]
+
+
 def _checkpoints() -> list:
     backwards = (
         "SELECT * FROM (SELECT c.*, last(target_offset, true) OVER (PARTITION BY direction, "
@@ -123,12 +135,7 @@ def _checkpoints() -> list:
         _between("source_offset_non_negative", "source_offset", 0, "committed offsets >= 0"),
         _between("target_offset_non_negative", "target_offset", 0,
                  "translated offsets >= 0 (NULL when untranslatable, never -1)"),
-        _in_set("status_known", "status", ["translated", "untranslatable", "held"]),
-        _in_set("direction_known", "direction", ["forward", "reverse"]),
-        _rows("untranslatable_iff_null",
-              "SELECT * FROM {batch} WHERE (status = 'untranslatable') <> "
-              "(target_offset IS NULL)",
-              "target_offset is NULL exactly when status is 'untranslatable'"),
+        *_checkpoint_status(),
         _rows("never_backwards_unless_rewound", backwards,
               "checkpoints never move backwards per group partition unless the group rewound"),
     ]
@@ -210,12 +217,7 @@ def _operation_runs() -> list:
 
 def _operation_checkpoints() -> list:
     return [
-        _in_set("status_known", "status", ["translated", "untranslatable", "held"]),
-        _in_set("direction_known", "direction", ["forward", "reverse"]),
-        _rows("untranslatable_iff_null",
-              "SELECT * FROM {batch} WHERE (status = 'untranslatable') <> "
-              "(target_offset IS NULL)",
-              "target_offset is NULL exactly when status is 'untranslatable'"),
+        *_checkpoint_status(),
         _same_version_as_operation("checkpoints_version"),
     ]
 
