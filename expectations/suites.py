@@ -15,6 +15,7 @@ from ledger.schemas import (
     CHECKPOINTS,
     GROUP_OFFSETS,
     NATURAL_KEYS,
+    OFFSET_SYNC_SPANS,
     OFFSET_SYNCS,
     OPERATION_CHECKPOINTS,
     OPERATION_RUNS,
@@ -200,18 +201,42 @@ def _same_version_as_operation(column: str):
         f"evidence was recorded at the {column} its operation records")
 
 
-def _operation_runs() -> list:
+def _spans_of_one_epoch(key: str, what: str):
     overlap = (
         "SELECT * FROM (SELECT r.*, lag(downstream_offset + length) OVER (PARTITION BY "
-        "operation_id, flow, topic, `partition` ORDER BY batch_id, downstream_offset) "
+        f"{key}, flow, topic, `partition` ORDER BY batch_id, downstream_offset) "
         "AS previous_end "
         "FROM {batch} r) WHERE downstream_offset < previous_end")
+    return _rows("spans_of_one_epoch", overlap,
+                 f"{what} spans of a flow partition are one epoch: they never go back "
+                 "downstream")
+
+
+def _operation_runs() -> list:
     return [
         *_run_shape("span"),
-        _rows("spans_of_one_epoch", overlap,
-              "an operation's spans of a flow partition are one epoch: they never go back "
-              "downstream"),
+        _spans_of_one_epoch("operation_id", "an operation's"),
         _same_version_as_operation("offset_syncs_version"),
+    ]
+
+
+def _offset_sync_spans() -> list:
+    mixed = ("SELECT s.* FROM {batch} s JOIN (SELECT flow FROM {batch} GROUP BY flow HAVING "
+             "count(DISTINCT offset_syncs_version) > 1 OR count(DISTINCT covered_until) > 1) m "
+             "USING (flow)")
+    beyond = (
+        "SELECT s.* FROM {batch} s LEFT JOIN (SELECT flow, topic, `partition`, "
+        "max(downstream_offset + length) AS recorded_end "
+        f"FROM {view(OFFSET_SYNCS)} GROUP BY flow, topic, `partition`) r "
+        "USING (flow, topic, `partition`) "
+        "WHERE r.recorded_end IS NULL OR s.downstream_offset + s.length > r.recorded_end")
+    return [
+        *_run_shape("span"),
+        _spans_of_one_epoch("offset_syncs_version", "a snapshot's"),
+        _rows("one_snapshot_per_flow", mixed,
+              "all spans of a flow come from one offset_syncs version and one covered_until"),
+        _rows("within_recorded_runs", beyond,
+              "every span lies within the runs offset_syncs records for its flow partition"),
     ]
 
 
@@ -231,6 +256,7 @@ SUITES: dict[str, Callable[[], list]] = {
     REPLICATION_PROGRESS: _replication_progress,
     OPERATION_RUNS: _operation_runs,
     OPERATION_CHECKPOINTS: _operation_checkpoints,
+    OFFSET_SYNC_SPANS: _offset_sync_spans,
 }
 
 

@@ -18,17 +18,19 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledger.schemas import (
     CHECKPOINTS,
     GROUP_OFFSETS,
+    OFFSET_SYNC_SPANS,
     OFFSET_SYNCS,
     OPERATION_CHECKPOINTS,
     OPERATION_RUNS,
     RESUME_POINTS,
     SCHEMAS,
 )
+from ledger.span_snapshots import RefreshReport, refresh
 from ledger.tables import Ledger
 
 ZORDER: dict[str, tuple[str, ...]] = {
@@ -93,13 +95,16 @@ class MaintenanceReport:
     retention_changed: bool
     vacuumed: bool
     zorder: tuple[str, ...]
+    refreshed: tuple[RefreshReport, ...] = field(default=())
 
     def line(self) -> str:
         clustering = f"zorder by {', '.join(self.zorder)}" if self.zorder else "compacted"
-        return (f"{self.table:22} files {self.files_before:>5} -> {self.files_after:<5} "
-                f"{clustering:50} version {self.version_before} -> {self.version_after}"
-                f"{'  retention set' if self.retention_changed else ''}"
-                f"{'  vacuumed' if self.vacuumed else ''}")
+        return "\n".join([
+            f"{self.table:22} files {self.files_before:>5} -> {self.files_after:<5} "
+            f"{clustering:50} version {self.version_before} -> {self.version_after}"
+            f"{'  retention set' if self.retention_changed else ''}"
+            f"{'  vacuumed' if self.vacuumed else ''}",
+            *(r.line() for r in self.refreshed)])
 
 
 def _num_files(ledger: Ledger, name: str) -> int:
@@ -146,13 +151,23 @@ def _vacuum(ledger: Ledger, name: str) -> None:
 
 
 def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
-             vacuum: bool = True) -> list[MaintenanceReport]:
-    """Compact (and Z-order), checkpoint, and VACUUM each table within ``days`` of retention."""
+             vacuum: bool = True, flows: dict[str, tuple[str, str]] | None = None
+             ) -> list[MaintenanceReport]:
+    """Compact (and Z-order), checkpoint, and VACUUM each table within ``days`` of retention.
+
+    With ``offset_sync_spans`` among the tables (the default: all), each flow's persisted spans
+    are first refreshed to the current ``offset_syncs`` version (after offset_syncs' own
+    compaction, so its compacted files all lie before the new ``covered_until``).
+
+    Args:
+        flows: ``{flow: (source, target)}`` of the configured flows, for the span refresh.
+    """
     ledger.require(*(names or tuple(SCHEMAS)), verify=True)
     reports = []
-    for name in names or tuple(SCHEMAS):
+    for name in [n for n in SCHEMAS if n in (names or SCHEMAS)]:
         files_before, version_before = _num_files(ledger, name), ledger.version(name)
         changed = apply_retention(ledger, days, (name,))[name]
+        refreshed = tuple(refresh(ledger, flows or {})) if name == OFFSET_SYNC_SPANS else ()
         zorder = ZORDER.get(name, ())
         by = f" ZORDER BY ({', '.join(f'`{c}`' for c in zorder)})" if zorder else ""
         ledger.spark.sql(f"OPTIMIZE {ledger.identifier(name)}{by}").collect()
@@ -161,5 +176,5 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
             _vacuum(ledger, name)
         reports.append(MaintenanceReport(name, files_before, _num_files(ledger, name),
                                          version_before, ledger.version(name), changed, vacuum,
-                                         zorder))
+                                         zorder, refreshed))
     return reports

@@ -31,6 +31,7 @@ OPERATIONS = "operations"
 REPLICATION_PROGRESS = "replication_progress"
 OPERATION_RUNS = "operation_runs"
 OPERATION_CHECKPOINTS = "operation_checkpoints"
+OFFSET_SYNC_SPANS = "offset_sync_spans"
 
 
 def _schema(*fields: tuple[str, object, bool]) -> StructType:
@@ -162,6 +163,18 @@ OPERATION_CHECKPOINTS_SCHEMA = _schema(
     *((f.name, f.dataType, f.nullable) for f in CHECKPOINTS_SCHEMA.fields),
 )
 
+# Per flow, the spans (ledger.spans) of the current epoch of every flow partition at one
+# offset_syncs version, as ``ledger maintain`` last computed them (ledger.span_snapshots): a
+# store load reads these plus the runs written after ``covered_until`` instead of the whole
+# epoch. Derived from offset_syncs and recomputable from it at any time: never audit evidence.
+# offset_syncs' columns, one row per span, run_id "span", batch_id the span's position in write
+# order, written_at = covered_until.
+OFFSET_SYNC_SPANS_SCHEMA = _schema(
+    ("offset_syncs_version", L, False),  # the version the spans cover
+    ("covered_until", T, False),         # the flow's newest written_at at that version
+    *((f.name, f.dataType, f.nullable) for f in OFFSET_SYNCS_SCHEMA.fields),
+)
+
 SCHEMAS: dict[str, StructType] = {
     OFFSET_SYNCS: OFFSET_SYNCS_SCHEMA,
     CHECKPOINTS: CHECKPOINTS_SCHEMA,
@@ -171,7 +184,11 @@ SCHEMAS: dict[str, StructType] = {
     REPLICATION_PROGRESS: REPLICATION_PROGRESS_SCHEMA,
     OPERATION_RUNS: OPERATION_RUNS_SCHEMA,
     OPERATION_CHECKPOINTS: OPERATION_CHECKPOINTS_SCHEMA,
+    OFFSET_SYNC_SPANS: OFFSET_SYNC_SPANS_SCHEMA,
 }
+
+DERIVED: frozenset[str] = frozenset({OFFSET_SYNC_SPANS})
+"""Tables recomputed from others (caches for reads): no audit reads them, none is evidence."""
 
 NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     OFFSET_SYNCS: ("flow", "topic", "partition", "run_id", "batch_id", "upstream_offset"),
@@ -183,6 +200,7 @@ NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     OPERATION_RUNS: ("operation_id", "flow", "topic", "partition", "batch_id"),
     OPERATION_CHECKPOINTS: ("operation_id", "checkpoint_id", "group_id", "direction",
                             "source_topic", "partition"),
+    OFFSET_SYNC_SPANS: ("flow", "topic", "partition", "batch_id"),
 }
 
 PARTITION_COLUMNS: dict[str, tuple[str, ...]] = {name: () for name in SCHEMAS}

@@ -40,6 +40,23 @@ Invariants (checked by tests/ledger/test_spans.py):
       (every run starts at or after the previous run's upstream end) the safety condition always
       holds and a contiguous history becomes a single span.
     * ``O(n log n)``: one sort of each epoch's upstream ends, one binary search per run.
+
+Extending persisted spans (:func:`extend`, what ``ledger.span_snapshots`` does in Spark): the
+current-epoch spans ``S`` of the runs ``R`` written up to some version, followed by the runs
+``Z`` written after it, translate like ``R`` then ``Z`` when no run of ``Z`` starts upstream
+below ``S``'s highest upstream end ``m`` (no rewind into the covered history)::
+
+    reverse   a max over runs: decomposes, and S == R on it
+    forward   x <  min u of Z:  Z adds FIRST_RECORD candidates only; starts of Z are all > x,
+                                so none removes an end candidate of S or R: same minimum
+              x >= min u of Z:  every run of S and R ends at or below m <= min u <= x, and that
+                                start lies in [end, x]: no end candidate of S or R survives;
+                                Z's end candidates are removed by starts in [end, x], and every
+                                start of S or R is below m < any end of Z: the same for both
+    epochs    S ends where R's last run ends, so Z's first run starts an epoch for both or
+              for neither; a new epoch in Z drops S and R alike
+
+A ``Z`` that rewinds below ``m`` gives ``None``: the caller recomputes from the raw runs.
 """
 
 from __future__ import annotations
@@ -47,9 +64,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable
 
-from ledger.translation import Run, RunLike, epoch_starts
+from ledger.translation import Run, RunLike, current_epoch, epoch_starts
 
-__all__ = ["coalesce", "mergeable"]
+__all__ = ["coalesce", "extend", "mergeable"]
 
 
 def mergeable(runs: Iterable[RunLike]) -> list[bool]:
@@ -106,3 +123,22 @@ def coalesce(runs: Iterable[RunLike]) -> list[Run]:
             spans.append(run)
         merge_next = flag
     return spans
+
+
+def extend(spans: Iterable[RunLike], tail: Iterable[RunLike]) -> list[Run] | None:
+    """The current-epoch spans of the runs ``spans`` stand for followed by ``tail``.
+
+    Args:
+        spans: the current-epoch spans of a flow partition's runs up to some point (write order).
+        tail: the runs written after that point, in write order.
+
+    Returns:
+        The spans of the current epoch of the whole history, or ``None`` when a run of ``tail``
+        starts upstream below the highest upstream end of ``spans`` (a rewind into what the
+        spans cover: recompute from the raw runs). See the module docstring for why.
+    """
+    items, more = [Run.of(s) for s in spans], [Run.of(r) for r in tail]
+    if items and more and (min(r.upstream_offset for r in more)
+                           < max(s.upstream_end for s in items)):
+        return None
+    return coalesce(current_epoch(items + more))

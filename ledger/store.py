@@ -8,7 +8,9 @@ Invariants:
       current downstream epoch (:mod:`ledger.spans`: contiguous runs coalesced where that
       changes no translation), computed in Spark, so a load collects a few rows per partition
       whatever the length of history; the raw runs stay in ``offset_syncs`` as the audit
-      record. ``forward``, ``reverse``, ``upstream_end`` and ``downstream_end`` on the spans
+      record. What Spark reads is bounded too when ``offset_sync_spans`` holds a snapshot of
+      the flow: its spans plus the runs written since (:mod:`ledger.span_snapshots`).
+      ``forward``, ``reverse``, ``upstream_end`` and ``downstream_end`` on the spans
       equal :mod:`ledger.translation` over the raw runs.
     * A translation is either an offset or :class:`Untranslatable` with the reason: the two are
       different types, so "cannot translate" can never be mistaken for an offset.
@@ -16,15 +18,14 @@ Invariants:
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, field
-from functools import reduce
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ledger import translation
 from ledger.schemas import OFFSET_SYNCS
+from ledger.span_snapshots import SpanSnapshot, restrict
 from ledger.tables import Ledger
 
 
@@ -64,23 +65,20 @@ class OffsetSyncStore:
         """Load ``flow``'s current-epoch spans at ``version`` (default: latest).
 
         ``topics`` and ``partitions`` (``(topic, partition)`` pairs), when given, restrict what
-        is read; the driver receives only the spans, computed in Spark (:func:`_spans`).
+        is read; the driver receives only the spans, computed in Spark (:func:`_spans`). With a
+        persisted snapshot (:mod:`ledger.span_snapshots`) at or before ``version``, the spans
+        are computed from it and the runs written after it, not from the whole epoch.
         """
         version = ledger.version(OFFSET_SYNCS) if version is None else version
         store = cls(flow, version)
         if (topics is not None and not topics) or (partitions is not None and not partitions):
             return store
-        df = ledger.read(OFFSET_SYNCS, version=version).where(F.col("flow") == flow)
-        if topics is not None:
-            df = df.where(F.col("topic").isin(sorted(topics)))
-        if partitions is not None:
-            by_topic: dict[str, set[int]] = {}
-            for topic, partition in partitions:
-                by_topic.setdefault(topic, set()).add(partition)
-            df = df.where(reduce(operator.or_, [
-                (F.col("topic") == t) & F.col("partition").isin(sorted(ps))
-                for t, ps in sorted(by_topic.items())]))
-        for r in _spans(df).collect():
+        runs = restrict(ledger.read(OFFSET_SYNCS, version=version).where(F.col("flow") == flow),
+                        topics, partitions)
+        snapshot = SpanSnapshot.read(ledger, flow, topics, partitions)
+        if snapshot is not None and snapshot.version <= version:
+            runs = snapshot.with_tail(runs)
+        for r in _spans(runs).collect():
             store.runs.setdefault((r["topic"], r["partition"]), []).append(
                 translation.Run(r["u"], r["d"], r["n"]))
             store.replica_topics[r["topic"]] = r["replica_topic"]

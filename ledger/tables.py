@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from ledger.errors import OffsetLedgerError
 from ledger.schemas import NATURAL_KEYS, SCHEMAS
@@ -184,6 +184,10 @@ class Ledger:
             writer.save(self.table_path(name))
         else:
             writer.saveAsTable(self.identifier(name))
+
+    def replace(self, name: str, df: DataFrame, where: Column) -> None:
+        """Replace the rows matching ``where`` with ``df``'s, in one Delta commit."""
+        self._conform(name, df).writeTo(self.identifier(name)).overwrite(where)
 
     def merge(self, name: str, df: DataFrame, keys: tuple[str, ...] | None = None,
               update: bool = True) -> None:

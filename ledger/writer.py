@@ -26,7 +26,11 @@ Invariants:
       failed record can never be mapped.
     * ``written_at`` strictly increases between the batches of a flow (:func:`next_written_at`),
       which makes ``(written_at, batch_id, downstream_offset)`` a valid write order even across
-      job restarts, whose batch ids may start again.
+      job restarts, whose batch ids may start again. A batch is at least ``WRITTEN_AT_STEP``
+      (2 ms) after every earlier batch of its flow, so ``written_at > covered_until + 1 ms``
+      selects exactly the runs committed after a span snapshot while Delta, whose file
+      statistics keep milliseconds, skips every file of the covered history
+      (:mod:`ledger.span_snapshots`).
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ __all__ = [
     "upstream_contiguous",
 ]
 
-# The smallest step that survives every store of a timestamp (Delta keeps microseconds, some
-# readers milliseconds): consecutive batches of a flow are at least this far apart.
-WRITTEN_AT_STEP = dt.timedelta(milliseconds=1)
+# Consecutive batches of a flow are at least this far apart: twice the millisecond precision
+# of Delta's file statistics, so a bound 1 ms above one batch's time separates it from the next
+# in the statistics as well as in the rows (ledger.span_snapshots).
+WRITTEN_AT_STEP = dt.timedelta(milliseconds=2)
 
 
 def upstream_contiguous(run_upstream_end: int, upstream_offset: int) -> bool:

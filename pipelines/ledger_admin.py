@@ -36,8 +36,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"{'created' if new else 'exists '}  {ledger.identifier(name)}{note}")
         return 0
     if args.action == "maintain":
-        reports = maintenance.maintain(ledger, config.audit_retention_days,
-                                       tuple(args.table or ()), vacuum=not args.no_vacuum)
+        reports = maintenance.maintain(
+            ledger, config.audit_retention_days, tuple(args.table or ()),
+            vacuum=not args.no_vacuum,
+            flows={f.name: (f.source, f.target) for f in config.flows})
         print(f"retention {config.audit_retention_days} days (ledger.audit.retention.days)")
         for report in reports:
             print(report.line())

@@ -33,7 +33,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ledger.schemas import OPERATIONS, SCHEMAS
+from ledger.schemas import DERIVED, OPERATIONS, SCHEMAS
 from ledger.tables import Ledger, LedgerError
 
 DBT_PACKAGE = "offset_ledger_dbt"
@@ -109,7 +109,7 @@ def resolve_as_of(ledger: Ledger, as_of_version: int | None = None,
             raise LedgerError(f"--as-of-timestamp {as_of_timestamp!r} is not a timestamp")
         point = row["t"]
     versions: dict[str, int] = {}
-    for name in SCHEMAS:
+    for name in [n for n in SCHEMAS if n not in DERIVED]:  # a cache no audit reads
         before = [v for v, ts in _history(ledger, name) if ts <= point]
         if not before:
             raise LedgerError(f"ledger table {name} did not exist at {point}")

@@ -31,12 +31,10 @@ from ledger.schemas import (
     OPERATION_RUNS,
     OPERATION_RUNS_SCHEMA,
 )
+from ledger.span_snapshots import span_rows
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines.checkpoint.mapping import FORWARD
-
-SPAN_RUN_ID = "span"
-"""``run_id`` of an evidence row: it stands for a span of runs, not one replication run."""
 
 
 def sync_partition(checkpoint: Mapping) -> tuple[str, str, int]:
@@ -67,18 +65,12 @@ def run_rows(checkpoints: Iterable[Mapping], operation_ids: Mapping[str, str],
     rows = []
     for operation_id, flow_name, topic, partition in wanted:
         store = stores.get(flow_name)
-        spans = store.runs.get((topic, partition), []) if store is not None else []
-        if not spans:
+        if store is None:
             continue  # nothing to translate over: the checkpoint says untranslatable
         flow = config.flow(flow_name)
-        rows.extend({
-            "operation_id": operation_id, "offset_syncs_version": store.version,
-            "flow": flow_name, "source_cluster": flow.source, "target_cluster": flow.target,
-            "topic": topic, "replica_topic": store.replica_topics[topic],
-            "partition": partition, "upstream_offset": span.upstream_offset,
-            "downstream_offset": span.downstream_offset, "length": span.length,
-            "run_id": SPAN_RUN_ID, "batch_id": index, "written_at": now,
-        } for index, span in enumerate(spans))
+        rows.extend({**row, "operation_id": operation_id, "offset_syncs_version": store.version}
+                    for row in span_rows(store, flow.source, flow.target, now,
+                                         [(topic, partition)]))
     return rows
 
 

@@ -54,6 +54,7 @@ from ledger.schemas import (
     REPLICATION_PROGRESS_SCHEMA,
 )
 from ledger.tables import Ledger
+from ledger.writer import WRITTEN_AT_STEP
 from pipelines.cli import add_flow_arguments
 from pipelines.mm2 import formats
 
@@ -168,9 +169,15 @@ def _ts(ms: int) -> dt.datetime:
 
 
 def sync_rows(flow: FlowConfig, policy: ReplicationPolicy, topic: str,
-              records: list[Record]) -> list[tuple]:
-    """``offset_syncs`` rows: one n = 1 run per sync, ``written_at`` never decreasing."""
-    out, previous = [], None
+              records: list[Record], after: dt.datetime | None = None) -> list[tuple]:
+    """``offset_syncs`` rows: one n = 1 run per sync, ``written_at`` never decreasing.
+
+    ``after`` is the newest ``written_at`` of the previous pass: every row of this pass is at
+    least ``WRITTEN_AT_STEP`` later, as the replicator's batches are (ledger.span_snapshots
+    relies on it).
+    """
+    out = []
+    previous = None if after is None else after + WRITTEN_AT_STEP
     for rec in records:
         sync = formats.decode_offset_sync(rec.key, rec.value)
         written = _ts(rec.timestamp_ms)
@@ -248,20 +255,26 @@ def replicated_progress(flow: FlowConfig, policy: ReplicationPolicy,
     return out
 
 
-def positions(ledger: Ledger, flow: str, topics: list[str]) -> dict[str, int]:
-    """Where the last pass stopped in each internal topic (one small row each)."""
+def positions(ledger: Ledger, flow: str, topics: list[str]
+              ) -> tuple[dict[str, int], dict[str, dt.datetime]]:
+    """Where the last pass stopped in each internal topic, and the newest record time it
+    recorded there (one small row each)."""
     found = (ledger.read(REPLICATION_PROGRESS)
              .where((F.col("flow") == flow) & F.col("topic").isin(topics)
                     & (F.col("partition") == 0))
-             .select("topic", "next_upstream_offset").collect())
-    return {r["topic"]: r["next_upstream_offset"] for r in found
-            if r["next_upstream_offset"] is not None}
+             .select("topic", "next_upstream_offset", "newest_record_timestamp").collect())
+    return ({r["topic"]: r["next_upstream_offset"] for r in found
+             if r["next_upstream_offset"] is not None},
+            {r["topic"]: r["newest_record_timestamp"] for r in found
+             if r["newest_record_timestamp"] is not None})
 
 
 def position_record(flow: str, topic: str, records: list[Record], end: int,
-                    now: dt.datetime) -> ProgressRecord:
+                    now: dt.datetime, newest: dt.datetime | None = None) -> ProgressRecord:
+    """The pass's position in an internal topic; ``newest`` defaults to its newest record time
+    (for the offset-syncs topic: the newest ``written_at`` the pass wrote)."""
     last = records[-1]
-    newest = _ts(max(r.timestamp_ms for r in records))
+    newest = newest or _ts(max(r.timestamp_ms for r in records))
     return ProgressRecord(
         flow=flow, topic=topic, replica_topic=topic, partition=0,
         last_upstream_offset=last.offset, next_upstream_offset=last.offset + 1,
@@ -287,7 +300,7 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
     offsets_src = Source(config.cluster(flow.target),
                          connect_offsets_topic or default_connect_offsets_topic(config, flow))
     result = IngestResult(flow.name, syncs_src.topic, cps_src.topic)
-    start = positions(ledger, flow.name, [syncs_src.topic, cps_src.topic])
+    start, newest = positions(ledger, flow.name, [syncs_src.topic, cps_src.topic])
     sync_recs, _ = read_topic(syncs_src, start.get(syncs_src.topic))
     cp_recs, _ = read_topic(cps_src, start.get(cps_src.topic))
     # Compacted and small: read whole, so the latest offset of every partition is known.
@@ -298,7 +311,7 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
         offset_recs = []
     latest = connect_offsets(flow, offset_recs)
     # Decode everything before writing anything: a bad record writes nothing.
-    syncs = sync_rows(flow, policy, syncs_src.topic, sync_recs)
+    syncs = sync_rows(flow, policy, syncs_src.topic, sync_recs, newest.get(syncs_src.topic))
     checkpoints = checkpoint_records(flow, policy, cps_src.topic, cp_recs, -1)
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     progress: list[ProgressRecord] = []
@@ -307,7 +320,8 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
         ledger.append(OFFSET_SYNCS, spark.createDataFrame(syncs, OFFSET_SYNCS_SCHEMA),
                       txn_app_id=f"{app} {syncs_src.topic}", txn_version=sync_recs[-1].offset)
         progress.append(position_record(flow.name, syncs_src.topic, sync_recs,
-                                        sync_recs[-1].offset + 1, now))
+                                        sync_recs[-1].offset + 1, now,
+                                        max(row[-1] for row in syncs)))
     if checkpoints:
         version = ledger.version(OFFSET_SYNCS)
         records = [CheckpointRecord.from_row({**c.to_row(), "offset_syncs_version": version})

@@ -12,6 +12,8 @@ Scenario (partition 0, flows P->B and B->P):
     failback writes reverse(13) = 15 on P's Payments (previous offset 8) and forward(4) = 4 on
     P's B.Payments. Without reverse checkpointing G would re-read 8, 9, 12, 13, 14 (5 records).
     A run written after the failback, (15, 13, 5), is not visible at the failback's versions.
+    Before it, ``ledger maintain``'s span refresh persists both flows' spans
+    (``offset_sync_spans``), so that run is the tail a store load reads after the snapshot.
     Each operation records its evidence as the failover job does (pipelines.failover.evidence,
     over OffsetSyncStore snapshots at its offset_syncs version) before its operations row.
 """
@@ -172,6 +174,9 @@ def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]
         "checkpoints_version": cp_v2, "group_offsets_version": go_v2,
         "resume_points_version": rp_v2, "reverse_checkpointing": True,
         "started_at": at(8.5), "ready_at": at(10), "seconds_to_ready": 1.5, "message": None}])
+    from ledger.span_snapshots import refresh
+
+    refresh(ledger, {pb: ("P", "B"), bp: ("B", "P")})
     # after the failback: more replication; the audit at the failback's versions ignores it
     append(ledger, OFFSET_SYNCS, [sync_row(pb, "Payments", 0, 15, 13, 5, 3, at(11))])
     append(ledger, GROUP_OFFSETS, [group_row("o6", "P", "G", "Payments", 0, 15, at(12))])

@@ -13,6 +13,7 @@ from expectations.suites import check_names
 from ledger.schemas import (
     CHECKPOINTS,
     GROUP_OFFSETS,
+    OFFSET_SYNC_SPANS,
     OFFSET_SYNCS,
     OPERATION_CHECKPOINTS,
     OPERATION_RUNS,
@@ -67,6 +68,12 @@ def _span(oid, topic, batch, u, d, n, **over):
     # op-failover recorded P->B Payments p0 as one span (0, 0, 10) at offset_syncs version 2
     return {"operation_id": oid, "offset_syncs_version": 2,
             **sync_row("P->B", topic, 0, u, d, n, batch, at(5), run_id="span"), **over}
+
+
+def _snapshot_span(flow, topic, batch, u, d, n, **over):
+    # the reference snapshot of P->B holds Payments p0 as one span (0, 0, 15) at covered_until 7
+    return {"offset_syncs_version": 7, "covered_until": at(7),
+            **sync_row(flow, topic, 0, u, d, n, batch, at(7), run_id="span"), **over}
 
 
 def _evidence_checkpoint(oid, group, **over):
@@ -148,6 +155,18 @@ CORRUPTIONS = {
                                             offset_syncs_version=1)],
         "natural_key_unique": [_span("op-failover", "Payments", 0, 0, 100, 1)],
         "no_configured_secret": [_span("ox-6", f"E6{SECRET}", 0, 0, 0, 1)],
+    },
+    OFFSET_SYNC_SPANS: {
+        "length_positive": [_snapshot_span("X->Y", "S1", 0, 0, 0, 0)],
+        "upstream_offset_non_negative": [_snapshot_span("X->Y", "S2", 0, -1, 0, 1)],
+        "downstream_offset_non_negative": [_snapshot_span("X->Y", "S3", 0, 0, -1, 1)],
+        "spans_of_one_epoch": [_snapshot_span("X->Y", "S4", 0, 0, 10, 5),
+                               _snapshot_span("X->Y", "S4", 1, 5, 12, 5)],
+        "one_snapshot_per_flow": [_snapshot_span("P->B", "S5", 0, 0, 0, 1,
+                                                 offset_syncs_version=1)],
+        "within_recorded_runs": [_snapshot_span("P->B", "Payments", 9, 100, 100, 1)],
+        "natural_key_unique": [_snapshot_span("P->B", "Payments", 0, 0, 0, 15)],
+        "no_configured_secret": [_snapshot_span("X->Y", f"S6{SECRET}", 0, 0, 0, 1)],
     },
     OPERATION_CHECKPOINTS: {
         "status_known": [_evidence_checkpoint("ox-1", "H1", status="bogus")],

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ledger.spans import coalesce, mergeable
+from ledger.spans import coalesce, extend, mergeable
 from ledger.translation import Run, current_epoch, epoch_starts, forward, reverse
 from tests.ledger.test_translation import History, histories
 
@@ -128,3 +128,39 @@ def test_new_epoch_is_never_merged_into_the_previous_one() -> None:
 def test_no_runs() -> None:
     assert coalesce([]) == []
     assert mergeable([]) == []
+
+
+def assert_same_answers(got: list[Run], runs: list[Run]) -> None:
+    top_u = max((r.upstream_end for r in runs), default=0) + 3
+    top_d = max((r.downstream_end for r in runs), default=0) + 3
+    for x in range(top_u):
+        assert forward(got, x) == forward(runs, x), (x, runs, got)
+    for c in range(top_d):
+        assert reverse(got, c) == reverse(runs, c), (c, runs, got)
+
+
+@settings(max_examples=400, deadline=None)
+@given(replication_logs(), st.data())
+def test_property_extended_spans_translate_like_runs(raw: list[tuple[int, int, int]],
+                                                     data: st.DataObject) -> None:
+    runs = [Run(*r) for r in raw]
+    cut = data.draw(st.integers(0, len(runs)))
+    covered = coalesce(current_epoch(runs[:cut]))
+    extended = extend(covered, runs[cut:])
+    high = max((s.upstream_end for s in covered), default=0)
+    rewinds = bool(covered) and any(r.upstream_offset < high for r in runs[cut:])
+    assert (extended is None) == rewinds
+    assume(extended is not None)
+    assert_same_answers(extended, runs)
+    assert extended == coalesce(current_epoch(extended))  # one epoch, already coalesced
+    assert coalesce(current_epoch(runs[cut:])) == extend([], runs[cut:])
+
+
+def test_extend_continues_the_last_span() -> None:
+    covered = coalesce([(100 + 10 * i, 500 + 10 * i, 10) for i in range(5)])
+    assert covered == [Run(100, 500, 50)]
+    assert extend(covered, [(150, 550, 10), (160, 560, 5)]) == [Run(100, 500, 65)]
+    # a new epoch in the tail (the replica was truncated): the covered spans no longer count
+    assert extend(covered, [(150, 550, 10), (160, 3, 5)]) == [Run(160, 3, 5)]
+    # a restart from 120, inside what the spans cover: recompute from the raw runs
+    assert extend(covered, [(120, 550, 10)]) is None

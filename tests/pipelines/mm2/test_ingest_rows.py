@@ -10,6 +10,7 @@ import pytest
 from ledger.config import config_from_mapping
 from ledger.policy import ReplicationPolicy
 from ledger.translation import Run, forward, reverse
+from ledger.writer import WRITTEN_AT_STEP
 from pipelines.mm2 import formats
 from pipelines.mm2.ingest import (
     Record,
@@ -58,6 +59,16 @@ def test_syncs_become_n1_runs_in_sync_order_with_their_origin():
     runs = [Run(0, 0, 1), Run(100, 100, 1)]
     assert (forward(runs, 100), forward(runs, 57), forward(runs, 150)) == (100, 1, 101)
     assert (reverse(runs, 100), reverse(runs, 57)) == (100, 1)
+
+
+def test_a_pass_is_written_after_the_previous_pass():
+    # the previous pass's newest written_at is 2 s; this pass's syncs carry 1 s and 3 s
+    previous = dt.datetime(1970, 1, 1, 0, 0, 2)
+    recs = [sync_record(10, 1_000, "Payments", 0, 0, 0), sync_record(11, 3_000, "Payments", 0,
+                                                                       1, 1)]
+    written = [r[11] for r in sync_rows(FLOW, POLICY, "t", recs, after=previous)]
+    assert written == [previous + WRITTEN_AT_STEP, dt.datetime(1970, 1, 1, 0, 0, 3)]
+    assert min(written) - previous >= dt.timedelta(milliseconds=2)
 
 
 def test_a_malformed_sync_stops_the_pass():

@@ -1,0 +1,213 @@
+"""Persisted spans: what lets a store load read the newest runs only, whatever the ledger's age.
+
+``offset_sync_spans`` holds, per flow, the current-epoch spans (:mod:`ledger.spans`) of every
+flow partition at one ``offset_syncs`` version ``W``, and ``covered_until``: the flow's newest
+``written_at`` at ``W``. ``ledger maintain`` refreshes it (:func:`refresh`); a store load
+(:meth:`ledger.store.OffsetSyncStore.load`) then reads::
+
+    offset_syncs of the flow    |<--------- covered at W --------->|<-- tail -->|
+                                 written_at <= covered_until          written_at > covered_until
+    what the load computes on    the snapshot's spans (a few rows)  +  the tail's runs
+
+Invariants:
+    * Exact, never approximate: spans then tail translate like the raw runs
+      (:func:`ledger.spans.extend`, a property test), because every commit of a flow's runs is
+      at least ``WRITTEN_AT_STEP`` (2 ms) after every earlier one (the replicator's
+      :func:`ledger.writer.next_written_at`, MM2 ingest's floor), so the runs committed after
+      ``W`` are exactly those after :func:`tail_start`, ``covered_until`` truncated to the
+      millisecond plus 1 ms: above every covered run, below every later one, and above the
+      millisecond statistics of every covered file, which Delta therefore skips.
+    * A flow partition whose tail starts upstream below its spans' highest end (a rewind into
+      the covered history) is read raw, its whole current epoch, as without a snapshot.
+    * A snapshot newer than the version asked for (time travel to before it) is not used.
+    * The table is derived: deleting it loses nothing but speed; a flow without rows is read
+      raw. A refresh replaces one flow's rows in one Delta commit, so a reader sees the old
+      snapshot or the new one, never a mix.
+    * Bounded: a load reads the snapshot (a few rows per partition) and the runs written since
+      the last refresh; Delta skips every older data file by its ``written_at`` statistics.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import operator
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNC_SPANS_SCHEMA, OFFSET_SYNCS
+from ledger.tables import Ledger
+
+SPAN_RUN_ID = "span"
+"""``run_id`` of a row that stands for a span of runs, not one replication run."""
+
+Key = tuple[str, int]
+
+
+def partition_filter(partitions: Iterable[Key]) -> Column:
+    """``(topic = t AND partition IN (...)) OR ...`` for ``(topic, partition)`` pairs."""
+    by_topic: dict[str, set[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, set()).add(partition)
+    if not by_topic:
+        return F.lit(False)
+    return reduce(operator.or_, [(F.col("topic") == t) & F.col("partition").isin(sorted(ps))
+                                 for t, ps in sorted(by_topic.items())])
+
+
+def restrict(df: DataFrame, topics: set[str] | None,
+             partitions: set[Key] | None) -> DataFrame:
+    """``df`` (rows with topic and partition) limited to ``topics`` and ``partitions``."""
+    if topics is not None:
+        df = df.where(F.col("topic").isin(sorted(topics)))
+    if partitions is not None:
+        df = df.where(partition_filter(partitions))
+    return df
+
+
+def tail_start(covered_until: dt.datetime) -> dt.datetime:
+    """The tail is ``written_at > tail_start(covered_until)`` (see the module invariants)."""
+    return (covered_until.replace(microsecond=covered_until.microsecond // 1000 * 1000)
+            + dt.timedelta(milliseconds=1))
+
+
+def after(covered_until: dt.datetime) -> Column:
+    return F.col("written_at") > F.lit(tail_start(covered_until))
+
+
+@dataclass(frozen=True)
+class SpanSnapshot:
+    """One flow's persisted spans (those of the partitions read), at ``version``."""
+
+    flow: str
+    version: int
+    covered_until: dt.datetime
+    rows: dict[Key, list[dict]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, ledger: Ledger, flow: str, topics: set[str] | None = None,
+             partitions: set[Key] | None = None) -> SpanSnapshot | None:
+        """The flow's snapshot restricted to ``topics``/``partitions``; ``None`` if it has none.
+
+        A ledger created before the table existed has none: loads read raw until ``ledger
+        maintain`` (or ``ledger init``) creates it.
+        """
+        if not ledger.exists(OFFSET_SYNC_SPANS):
+            return None
+        table = ledger.read(OFFSET_SYNC_SPANS).where(F.col("flow") == flow)
+        found = restrict(table, topics, partitions).collect()
+        if not found:  # none of these partitions had runs at W, or the flow has no snapshot
+            found = table.limit(1).collect()
+            if not found:
+                return None
+            head, found = found[0], []
+        else:
+            head = found[0]
+        rows: dict[Key, list[dict]] = {}
+        for row in sorted(found, key=lambda r: (r["topic"], r["partition"], r["batch_id"])):
+            rows.setdefault((row["topic"], row["partition"]), []).append(row.asDict())
+        return cls(flow, int(head["offset_syncs_version"]), head["covered_until"], rows)
+
+    def highest_end(self, key: Key) -> int:
+        return max(r["upstream_offset"] + r["length"] for r in self.rows[key])
+
+    def with_tail(self, runs: DataFrame) -> DataFrame:
+        """What to compute spans on instead of ``runs`` (the flow's restricted offset_syncs rows
+        at a version >= ``self.version``): the snapshot's spans, then the runs after it; raw
+        runs for partitions whose tail rewinds into the spans."""
+        spark = runs.sparkSession
+        tail = runs.where(after(self.covered_until))
+        lows = tail.groupBy("topic", "partition").agg(F.min("upstream_offset").alias("low"))
+        rewound = {(r["topic"], r["partition"]) for r in lows.collect()
+                   if (r["topic"], r["partition"]) in self.rows
+                   and r["low"] < self.highest_end((r["topic"], r["partition"]))}
+        columns = runs.columns
+        spans = spark.createDataFrame(
+            [row for key, rows in self.rows.items() if key not in rewound for row in rows],
+            OFFSET_SYNC_SPANS_SCHEMA).select(*columns)
+        if not rewound:
+            return spans.unionByName(tail)
+        return (spans.unionByName(tail.where(~partition_filter(rewound)))
+                .unionByName(runs.where(partition_filter(rewound))))
+
+
+def span_rows(store, source_cluster: str, target_cluster: str, written_at: dt.datetime,
+              keys: Iterable[Key] | None = None) -> list[dict]:
+    """offset_syncs-shaped rows of a store's spans (run_id "span", batch_id the position)."""
+    rows = []
+    for topic, partition in sorted(store.runs if keys is None else keys):
+        rows.extend({
+            "flow": store.flow, "source_cluster": source_cluster,
+            "target_cluster": target_cluster, "topic": topic,
+            "replica_topic": store.replica_topics[topic], "partition": partition,
+            "upstream_offset": span.upstream_offset, "downstream_offset": span.downstream_offset,
+            "length": span.length, "run_id": SPAN_RUN_ID, "batch_id": index,
+            "written_at": written_at,
+        } for index, span in enumerate(store.runs.get((topic, partition), [])))
+    return rows
+
+
+@dataclass(frozen=True)
+class RefreshReport:
+    flow: str
+    version: int
+    previous_version: int | None
+    partitions: int
+    spans: int
+
+    def line(self) -> str:
+        since = (f"from version {self.previous_version}" if self.previous_version is not None
+                 else "from the raw runs")
+        return (f"{OFFSET_SYNC_SPANS:22} flow {self.flow}: {self.spans} spans of "
+                f"{self.partitions} partitions at offset_syncs version {self.version} ({since})")
+
+
+def refresh(ledger: Ledger, clusters: dict[str, tuple[str, str]]) -> list[RefreshReport]:
+    """Replace each flow's snapshot with its spans at the current offset_syncs version.
+
+    Incremental: the load starts from the previous snapshot and reads only the runs after it.
+
+    Args:
+        clusters: ``{flow: (source, target)}`` of the configured flows; flows the table already
+            holds are refreshed too (their clusters taken from their rows).
+    """
+    from ledger.store import OffsetSyncStore
+
+    version = ledger.version(OFFSET_SYNCS)
+    reports = []
+    for flow in sorted(set(clusters) | snapshot_flows(ledger)):
+        previous = SpanSnapshot.read(ledger, flow)
+        usable = previous is not None and previous.version <= version
+        runs = ledger.read(OFFSET_SYNCS, version=version).where(F.col("flow") == flow)
+        if usable:
+            runs = runs.where(after(previous.covered_until))
+        newest = runs.agg(F.max("written_at").alias("newest")).first()["newest"]
+        if newest is None and not usable:
+            continue  # the flow has no runs
+        covered_until = newest or previous.covered_until
+        store = OffsetSyncStore.load(ledger, flow, version)
+        source, target = clusters.get(flow) or _clusters_of(ledger, flow)
+        rows = [{**row, "offset_syncs_version": version, "covered_until": covered_until}
+                for row in span_rows(store, source, target, covered_until)]
+        frame = ledger.spark.createDataFrame(rows, OFFSET_SYNC_SPANS_SCHEMA)
+        ledger.replace(OFFSET_SYNC_SPANS, frame, F.col("flow") == flow)
+        reports.append(RefreshReport(flow, version, previous.version if usable else None,
+                                     len(store.runs), len(rows)))
+    return reports
+
+
+def _clusters_of(ledger: Ledger, flow: str) -> tuple[str, str]:
+    row = (ledger.read(OFFSET_SYNC_SPANS).where(F.col("flow") == flow)
+           .select("source_cluster", "target_cluster").first())
+    return row["source_cluster"], row["target_cluster"]
+
+
+def snapshot_flows(ledger: Ledger) -> set[str]:
+    """The flows the table holds a snapshot for."""
+    if not ledger.exists(OFFSET_SYNC_SPANS):
+        return set()
+    return {r["flow"] for r in ledger.read(OFFSET_SYNC_SPANS).select("flow").distinct()
+            .collect()}

@@ -1,0 +1,162 @@
+"""Persisted spans on real Spark and Delta: a load from the snapshot plus the runs written after
+it translates like the raw runs, reads only the newest files, and falls back where it must."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pyspark.sql import functions as F
+
+from bench.scan_metrics import scan_stats
+from ledger import translation
+from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA
+from ledger.span_snapshots import SpanSnapshot, refresh
+from ledger.spans import coalesce
+from ledger.store import OffsetSyncStore
+from ledger.tables import Ledger
+
+pytestmark = pytest.mark.spark
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+FLOWS = {"P->B": ("P", "B")}
+BATCHES = 300  # per phase: the covered history, then the tail
+
+# Per partition of Payments: (runs covered by the snapshot, runs written after it).
+CONTIGUOUS = [(10 * i, 5 + 10 * i, 10) for i in range(2 * BATCHES)]
+HISTORIES = {
+    0: (CONTIGUOUS[:BATCHES], CONTIGUOUS[BATCHES:]),
+    # a rewind inside the covered part, then contiguous again
+    1: ([(10, 500, 3), (13, 503, 2), (15, 505, 4), (11, 509, 2), (13, 511, 3)],
+        [(16, 514, 5), (21, 519, 4), (30, 523, 2), (32, 525, 2)]),
+    # the replica is truncated in the tail: a new epoch
+    2: ([(0, 0, 5), (5, 5, 5), (10, 10, 5)], [(15, 7, 3), (18, 10, 3), (22, 15, 2)]),
+    # the tail restarts from 20, inside what the snapshot covers: this partition is read raw
+    3: ([(0, 0, 10), (10, 10, 10), (20, 20, 10)], [(20, 30, 5), (25, 35, 10)]),
+    # no run before the snapshot: all in the tail
+    4: ([], [(7, 0, 2), (9, 2, 2)]),
+}
+
+
+def rows(partition: int, runs: list[tuple[int, int, int]], first_batch: int) -> list[tuple]:
+    # One run per partition per batch; written_at grows batch by batch, as the writer's does.
+    return [("P->B", "P", "B", "Payments", "P.Payments", partition, u, d, n, "run-1",
+             first_batch + i, T0 + dt.timedelta(seconds=10 * (first_batch + i)))
+            for i, (u, d, n) in enumerate(runs)]
+
+
+def append_in(ledger: Ledger, data: list[tuple], commits: int) -> None:
+    data = sorted(data, key=lambda r: r[-1])
+    size = -(-len(data) // commits)
+    for i in range(0, len(data), size):
+        frame = ledger.spark.createDataFrame(data[i:i + size], OFFSET_SYNCS_SCHEMA)
+        ledger.append(OFFSET_SYNCS, frame.coalesce(1))
+
+
+@pytest.fixture(scope="module")
+def ledger(spark, tmp_path_factory) -> dict:
+    ledger = Ledger(spark, str(tmp_path_factory.mktemp("snapshots") / "ledger"))
+    ledger.init()
+    append_in(ledger, [r for p, (covered, _) in HISTORIES.items() for r in rows(p, covered, 0)],
+              4)
+    before_snapshot = ledger.version(OFFSET_SYNCS)
+    spark.sql(f"OPTIMIZE {ledger.identifier(OFFSET_SYNCS)}").collect()  # as maintain does
+    reports = refresh(ledger, FLOWS)
+    covered_version = ledger.version(OFFSET_SYNCS)
+    append_in(ledger, [r for p, (_, tail) in HISTORIES.items()
+                       for r in rows(p, tail, BATCHES)], 3)
+    return {"ledger": ledger, "reports": reports, "covered_version": covered_version,
+            "before_snapshot": before_snapshot}
+
+
+def raw(partition: int, part: str = "all") -> list[translation.Run]:
+    covered, tail = HISTORIES[partition]
+    chosen = {"covered": covered, "all": covered + tail}[part]
+    return [translation.Run(*r) for r in chosen]
+
+
+def assert_translates_like(store: OffsetSyncStore, partition: int,
+                           runs: list[translation.Run]) -> None:
+    epoch = translation.current_epoch(runs)
+    for x in range(0, max(r.upstream_end for r in epoch) + 3):
+        assert store.forward("Payments", partition, x).offset == translation.forward(runs, x), x
+    for c in range(0, max(r.downstream_end for r in epoch) + 3):
+        assert store.reverse("Payments", partition, c).offset == translation.reverse(runs, c), c
+    assert store.upstream_end("Payments", partition) == max(r.upstream_end for r in epoch)
+    assert store.downstream_end("Payments", partition) == max(r.downstream_end for r in epoch)
+
+
+def test_the_snapshot_is_the_spans_at_its_version(ledger: dict) -> None:
+    (report,) = ledger["reports"]
+    assert (report.flow, report.version, report.previous_version) == (
+        "P->B", ledger["covered_version"], None)
+    snapshot = SpanSnapshot.read(ledger["ledger"], "P->B")
+    assert snapshot is not None and snapshot.version == ledger["covered_version"]
+    assert snapshot.covered_until == T0 + dt.timedelta(seconds=10 * (BATCHES - 1))
+    assert set(snapshot.rows) == {("Payments", p) for p in range(4)}  # p4 had no runs yet
+    for p in range(4):
+        spans = [translation.Run(r["upstream_offset"], r["downstream_offset"], r["length"])
+                 for r in snapshot.rows[("Payments", p)]]
+        assert spans == coalesce(translation.current_epoch(raw(p, "covered")))
+        assert [r["batch_id"] for r in snapshot.rows[("Payments", p)]] == list(range(len(spans)))
+    assert snapshot.rows[("Payments", 0)][0]["length"] == 10 * BATCHES  # 300 runs, one span
+
+
+def test_a_load_from_the_snapshot_translates_like_the_raw_runs(ledger: dict) -> None:
+    store = OffsetSyncStore.load(ledger["ledger"], "P->B")
+    assert store.version == ledger["ledger"].version(OFFSET_SYNCS)
+    for p in HISTORIES:
+        assert_translates_like(store, p, raw(p))
+    assert store.runs[("Payments", 0)] == [translation.Run(0, 5, 20 * BATCHES)]
+    assert store.runs[("Payments", 2)] == [translation.Run(15, 7, 6), translation.Run(22, 15, 2)]
+    partial = OffsetSyncStore.load(ledger["ledger"], "P->B", partitions={("Payments", 3),
+                                                                         ("Payments", 4)})
+    assert set(partial.runs) == {("Payments", 3), ("Payments", 4)}
+    assert_translates_like(partial, 3, raw(3))
+    assert_translates_like(partial, 4, raw(4))
+
+
+def test_the_load_reads_the_snapshot_and_the_newest_files_only(ledger: dict) -> None:
+    lg = ledger["ledger"]
+    snapshot = SpanSnapshot.read(lg, "P->B", partitions={("Payments", 0)})
+    runs = lg.read(OFFSET_SYNCS).where((F.col("flow") == "P->B") & (F.col("partition") == 0))
+    everything = scan_stats(runs)
+    bounded = scan_stats(snapshot.with_tail(runs))
+    # scanned rows are whole files' (every file holds every partition)
+    covered, tail = (sum(len(h[i]) for h in HISTORIES.values()) for i in (0, 1))
+    assert (everything.files, everything.rows) == (4, covered + tail)  # compacted + 3 commits
+    assert (bounded.files, bounded.rows) == (3, tail)  # the three tail commits only
+    # a partition whose tail rewinds into the covered history is read whole, raw
+    rewound = SpanSnapshot.read(lg, "P->B", partitions={("Payments", 3)})
+    runs_3 = lg.read(OFFSET_SYNCS).where(F.col("partition") == 3)
+    assert {(r["upstream_offset"], r["downstream_offset"], r["length"])
+            for r in rewound.with_tail(runs_3).collect()} == set(raw(3))
+
+
+def test_time_travel_before_the_snapshot_ignores_it(ledger: dict) -> None:
+    store = OffsetSyncStore.load(ledger["ledger"], "P->B", version=ledger["before_snapshot"])
+    for p in range(4):
+        assert_translates_like(store, p, raw(p, "covered"))
+    assert ("Payments", 4) not in store.runs
+
+
+def test_a_refresh_continues_from_the_previous_snapshot(ledger: dict, spark) -> None:
+    lg = ledger["ledger"]
+    location = lg.location + "-copy"
+    import shutil
+
+    shutil.copytree(lg.location, location)
+    copy = Ledger(spark, location)
+    (report,) = refresh(copy, FLOWS)
+    assert report.previous_version == ledger["covered_version"]
+    assert report.version == copy.version(OFFSET_SYNCS)
+    snapshot = SpanSnapshot.read(copy, "P->B")
+    assert snapshot.covered_until == T0 + dt.timedelta(seconds=10 * (2 * BATCHES - 1))
+    store = OffsetSyncStore.load(copy, "P->B")
+    for p in HISTORIES:
+        assert_translates_like(store, p, raw(p))
+    # deleting the derived table loses nothing but speed
+    spark.sql(f"DELETE FROM {copy.identifier(OFFSET_SYNC_SPANS)}")
+    assert SpanSnapshot.read(copy, "P->B") is None
+    for p in HISTORIES:
+        assert_translates_like(OffsetSyncStore.load(copy, "P->B"), p, raw(p))
