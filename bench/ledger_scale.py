@@ -20,8 +20,15 @@ Delta tables created by the project's own :meth:`ledger.tables.Ledger.init` and 
 * ``operations`` and ``resume_points``: two past failovers (groups ``bench-g00``, ``bench-g01``)
   with the 12 resume points of each; ``replication_progress``: one row per partition.
 
-The data files are few and large (one append per table), i.e. a ledger after ``ledger
-maintenance``; a ledger written batch by batch and never compacted has many more files.
+The history is written as ``ledger maintain`` leaves it: few large files, ``offset_syncs``
+clustered by partition and batch, ``checkpoints`` and ``group_offsets`` by time (range
+partitioning, as the Z-order by their time column does), then the span snapshot is refreshed
+(``ledger.span_snapshots.refresh``, timed: the first refresh reads every run). The last
+``TAIL_BATCHES`` (360, one hour) batches are appended after the refresh in 36 commits, as the
+replicator writes them between two refreshes: the tail every store load reads besides the
+snapshot. After the timed operations, an incremental refresh over that tail is timed once.
+Files and rows scanned by the store load (with and without the snapshot) and by the checkpoint
+window read are taken from the executed plans' scan metrics (``bench.scan_metrics``).
 
 Timed operations (each 3 times, the median reported), in one Spark session (``local[2]``):
 
@@ -64,6 +71,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FLOW, TOPIC, REPLICA, PARTITIONS, GROUPS = "P->B", "Orders", "P.Orders", 12, 50
 BATCH_S, PASS_S = 10, 60
 GAP, REWIND = 3, 250
+TAIL_BATCHES, TAIL_COMMITS = 360, 36  # the hour since the last span refresh, in 36 commits
 REPEATS = 3
 TARGETS = {"ratio": 1.5, "failover_s": 10.0, "failover_at": 10_000_000}
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -76,11 +84,12 @@ class Shape:
     """Closed forms of the runs of a ledger with ``runs`` runs (batches ``i``, partitions ``p``)."""
 
     def __init__(self, runs: int):
-        self.batches = n = max(runs // PARTITIONS, 10)
+        self.batches = n = max(runs // PARTITIONS, 2 * TAIL_BATCHES)
         self.runs = n * PARTITIONS
-        self.epoch = n // 2                             # d restarts at 0 here (truncation)
-        self.rewind = 4 * n // 5                        # upstream goes back REWIND records
-        self.gaps = (n // 5, 2 * n // 5, 7 * n // 10)   # upstream skips GAP offsets
+        self.covered = c = n - TAIL_BATCHES             # batches before the last span refresh
+        self.epoch = c // 2                             # d restarts at 0 here (truncation)
+        self.rewind = 4 * c // 5                        # upstream goes back REWIND records
+        self.gaps = (c // 5, 2 * c // 5, 7 * c // 10)   # upstream skips GAP offsets
         self.restarts = sorted({0, self.epoch, self.rewind,
                                 *range(0, n, max(1, n // 8))})
         self.passes = max(1, n * BATCH_S // PASS_S)
@@ -200,9 +209,12 @@ def progress(spark, shape: Shape):
         f"{shape.at(f'{BATCH_S} * {i} + 1')} AS updated_at")
 
 
-def build_ledger(spark, location: Path, shape: Shape) -> tuple[dict[str, int], list[str]]:
-    """Create the tables with the project's ``Ledger.init`` and fill them; return row counts."""
+def build_ledger(spark, location: Path, shape: Shape) -> dict:
+    """Create the tables with the project's ``Ledger.init``, fill them as a maintained ledger
+    looks (files clustered as ``ledger maintain`` clusters them), refresh the span snapshot,
+    then append the tail batch by batch; return row counts, operation ids and timings."""
     from ledger import schemas
+    from ledger.span_snapshots import refresh
     from ledger.tables import Ledger
 
     ledger = Ledger(spark, str(location))
@@ -211,14 +223,62 @@ def build_ledger(spark, location: Path, shape: Shape) -> tuple[dict[str, int], l
     parts = max(1, min(32, rows // 2_000_000 + 1))
     passes = _pass_rows(spark, shape, 0, rows, parts)
     ops, points, ids = past_operations(spark, shape)
-    for name, df in ((schemas.OFFSET_SYNCS, offset_syncs(spark, shape)),
-                     (schemas.CHECKPOINTS, checkpoints(passes)),
-                     (schemas.GROUP_OFFSETS, group_offsets(passes)),
+    syncs = offset_syncs(spark, shape)
+    covered = syncs.where(f"batch_id < {shape.covered}")
+    files = max(1, shape.runs // 2_000_000 + 1)
+    # Maintained: offset_syncs Z-ordered by (topic, partition, downstream_offset), the time
+    # tables by their time column (ledger.maintenance.ZORDER), here by range partitioning.
+    for name, df in ((schemas.OFFSET_SYNCS, covered.repartitionByRange(
+                          files, "topic", "partition", "batch_id")),
+                     (schemas.CHECKPOINTS, checkpoints(passes).repartitionByRange(
+                          parts, "checkpointed_at")),
+                     (schemas.GROUP_OFFSETS, group_offsets(passes).repartitionByRange(
+                          parts, "observed_at")),
                      (schemas.OPERATIONS, ops), (schemas.RESUME_POINTS, points),
                      (schemas.REPLICATION_PROGRESS, progress(spark, shape))):
         ledger.append(name, df)
+    started = time.perf_counter()
+    refresh(ledger, {FLOW: ("P", "B")})
+    first_refresh = time.perf_counter() - started
+    step = TAIL_BATCHES // TAIL_COMMITS
+    for first in range(shape.covered, shape.batches, step):
+        ledger.append(schemas.OFFSET_SYNCS, syncs.where(
+            f"batch_id >= {first} AND batch_id < {first + step}").coalesce(1))
     counts = {name: ledger.read(name).count() for name in schemas.SCHEMAS}
-    return counts, ids
+    return {"counts": counts, "operations": ids, "refresh_first_s": round(first_refresh, 2)}
+
+
+def scans(spark, location: Path) -> dict[str, dict]:
+    """Files and rows the main reads scan (Delta data skipping), against the unbounded reads."""
+    from pyspark.sql import functions as F
+
+    from bench.scan_metrics import scan_stats
+    from ledger import schemas
+    from ledger.span_snapshots import SpanSnapshot
+    from ledger.tables import Ledger
+    from pipelines.checkpoint.history import window_start
+
+    ledger = Ledger(spark, str(location))
+    runs = ledger.read(schemas.OFFSET_SYNCS).where(F.col("flow") == FLOW)
+    snapshot = SpanSnapshot.read(ledger, FLOW)
+    assert snapshot is not None
+    since = window_start(dt.datetime.now(dt.UTC).replace(tzinfo=None), 24)
+    cps = ledger.read(schemas.CHECKPOINTS)
+    reads = {
+        "store load: the flow's runs (no snapshot)": runs,
+        "store load: snapshot + tail": snapshot.with_tail(runs),
+        "checkpoints: everything": cps,
+        "checkpoints: the refresh window (24 h)": cps.where(F.col("checkpointed_at") >= since),
+    }
+    total = {n: int(spark.sql(f"DESCRIBE DETAIL {ledger.identifier(n)}").first()["numFiles"])
+             for n in (schemas.OFFSET_SYNCS, schemas.CHECKPOINTS)}
+    out = {}
+    for name, df in reads.items():
+        stats = scan_stats(df)
+        out[name] = {"files": stats.files, "rows": stats.rows}
+        print(f"  scan {name}: {stats.files} files, {stats.rows:,} rows", flush=True)
+    out["table files"] = total
+    return out
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -361,17 +421,26 @@ def run(args: argparse.Namespace) -> dict:
                 folder.mkdir(parents=True)
                 print(f"{shape.runs:,} runs: building the ledger in {location} ...", flush=True)
                 started = time.perf_counter()
-                counts, ids = build_ledger(spark, location, shape)
-                built = {"counts": counts, "operations": ids,
-                         "build_s": round(time.perf_counter() - started, 1)}
+                built = build_ledger(spark, location, shape)
+                built["build_s"] = round(time.perf_counter() - started, 1)
                 marker.write_text(json.dumps(built))
-                print(f"  built in {built['build_s']}s: {counts}", flush=True)
-            entry = {**built, "ops": {}}
+                print(f"  built in {built['build_s']}s (first span refresh "
+                      f"{built['refresh_first_s']}s): {built['counts']}", flush=True)
+            entry = {**built, "ops": {}, "scans": scans(spark, location)}
             for name, fn in operations(spark, location, built["operations"]).items():
                 fn()  # warm-up: class loading, the first Delta log replay of this location
                 entry["ops"][name] = m = measure(spark, fn)
                 print(f"  {name}: {m['s']:.2f}s (runs {m['all_s']}), heap {m['heap_mb']:.0f} MB,"
                       f" RSS {m['rss_mb']:.0f} MB", flush=True)
+            # last: the refresh consumes the tail the timed loads read
+            from ledger.span_snapshots import refresh
+            from ledger.tables import Ledger
+
+            started = time.perf_counter()
+            refresh(Ledger(spark, str(location)), {FLOW: ("P", "B")})
+            entry["refresh_incremental_s"] = round(time.perf_counter() - started, 2)
+            print(f"  span refresh (incremental, {TAIL_BATCHES} batches): "
+                  f"{entry['refresh_incremental_s']}s", flush=True)
             result["sizes"][str(size)] = entry
     finally:
         spark.stop()
@@ -412,6 +481,18 @@ def tables(result: dict) -> str:
         lines.append(f"| {table} | " + " | ".join(f"{e['counts'][table]:,}" for e in entries)
                      + " |")
     lines.append("| (build seconds) | " + " | ".join(str(e["build_s"]) for e in entries) + " |")
+    lines += ["", "Span refresh (`ledger maintain`), seconds:", "", head + " |",
+              "|---|" + "---|" * len(sizes)]
+    for key, label in (("refresh_first_s", "first (from the raw runs)"),
+                       ("refresh_incremental_s", f"incremental ({TAIL_BATCHES} batches)")):
+        lines.append(f"| {label} | " + " | ".join(str(e.get(key, "-")) for e in entries) + " |")
+    lines += ["", "Files / rows scanned (Delta data skipping; table files in brackets):", "",
+              "| read | " + " | ".join(f"{int(s):,} runs" for s in sizes) + " |",
+              "|---|" + "---|" * len(sizes)]
+    for read in [k for k in entries[0]["scans"] if k != "table files"]:
+        lines.append(f"| {read} | " + " | ".join(
+            f"{e['scans'][read]['files']} / {e['scans'][read]['rows']:,}" for e in entries)
+            + " |")
     return "\n".join(lines)
 
 

@@ -129,7 +129,7 @@ def test_the_load_reads_the_snapshot_and_the_newest_files_only(ledger: dict) -> 
     # a partition whose tail rewinds into the covered history is read whole, raw
     rewound = SpanSnapshot.read(lg, "P->B", partitions={("Payments", 3)})
     runs_3 = lg.read(OFFSET_SYNCS).where(F.col("partition") == 3)
-    assert {(r["upstream_offset"], r["downstream_offset"], r["length"])
+    assert {translation.Run(r["upstream_offset"], r["downstream_offset"], r["length"])
             for r in rewound.with_tail(runs_3).collect()} == set(raw(3))
 
 
