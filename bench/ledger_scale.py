@@ -71,6 +71,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FLOW, TOPIC, REPLICA, PARTITIONS, GROUPS = "P->B", "Orders", "P.Orders", 12, 50
 BATCH_S, PASS_S = 10, 60
 GAP, REWIND = 3, 250
+TIME_FILE_ROWS = 500_000
 TAIL_BATCHES, TAIL_COMMITS = 360, 36  # the hour since the last span refresh, in 36 commits
 REPEATS = 3
 TARGETS = {"ratio": 1.5, "failover_s": 10.0, "failover_at": 10_000_000}
@@ -222,6 +223,8 @@ def build_ledger(spark, location: Path, shape: Shape) -> dict:
     rows = shape.passes * GROUPS * PARTITIONS
     parts = max(1, min(32, rows // 2_000_000 + 1))
     passes = _pass_rows(spark, shape, 0, rows, parts)
+    # files of about TIME_FILE_ROWS rows, as maintain's OPTIMIZE of the time tables writes them
+    time_files = max(1, min(512, rows // TIME_FILE_ROWS + 1))
     ops, points, ids = past_operations(spark, shape)
     syncs = offset_syncs(spark, shape)
     covered = syncs.where(f"batch_id < {shape.covered}")
@@ -231,9 +234,9 @@ def build_ledger(spark, location: Path, shape: Shape) -> dict:
     for name, df in ((schemas.OFFSET_SYNCS, covered.repartitionByRange(
                           files, "topic", "partition", "batch_id")),
                      (schemas.CHECKPOINTS, checkpoints(passes).repartitionByRange(
-                          parts, "checkpointed_at")),
+                          time_files, "checkpointed_at")),
                      (schemas.GROUP_OFFSETS, group_offsets(passes).repartitionByRange(
-                          parts, "observed_at")),
+                          time_files, "observed_at")),
                      (schemas.OPERATIONS, ops), (schemas.RESUME_POINTS, points),
                      (schemas.REPLICATION_PROGRESS, progress(spark, shape))):
         ledger.append(name, df)
@@ -270,8 +273,12 @@ def scans(spark, location: Path) -> dict[str, dict]:
         "checkpoints: everything": cps,
         "checkpoints: the refresh window (24 h)": cps.where(F.col("checkpointed_at") >= since),
     }
-    total = {n: int(spark.sql(f"DESCRIBE DETAIL {ledger.identifier(n)}").first()["numFiles"])
-             for n in (schemas.OFFSET_SYNCS, schemas.CHECKPOINTS)}
+    total = {}
+    for n in (schemas.OFFSET_SYNCS, schemas.CHECKPOINTS):
+        detail = spark.sql(f"DESCRIBE DETAIL {ledger.identifier(n)}").first()
+        total[n] = {"files": int(detail["numFiles"]), "bytes": int(detail["sizeInBytes"])}
+        print(f"  table {n}: {total[n]['files']} files, {total[n]['bytes'] / 2**20:.1f} MB",
+              flush=True)
     out = {}
     for name, df in reads.items():
         stats = scan_stats(df)
