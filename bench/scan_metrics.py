@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,12 @@ def _nodes(node):
 
 
 def scan_stats(df: DataFrame) -> ScanStats:
-    """Collect ``df`` and sum its file scans' ``numFiles`` and ``numOutputRows``."""
-    df.collect()
+    """Run ``df`` (reduced to one row on the executors, never collected) and sum its file
+    scans' ``numFiles`` and ``numOutputRows`` (rows read before row-level filters)."""
+    reduced = df.select(F.hash(*df.columns).alias("h")).agg(F.max("h"))
+    reduced.collect()
     files = rows = scans = 0
-    for node in _nodes(df._jdf.queryExecution().executedPlan()):
+    for node in _nodes(reduced._jdf.queryExecution().executedPlan()):
         metrics = node.metrics()
         if node.nodeName().startswith("Scan") and metrics.contains("numFiles"):
             scans += 1

@@ -31,6 +31,7 @@ DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
 # More than a year: audits of last year's operations still time-travel.
 DEFAULT_AUDIT_RETENTION_DAYS = 400
 DEFAULT_HISTORY_REFRESH_HOURS = 24
+DEFAULT_SPANS_REFRESH_COMMITS = 360  # an hour of 10 s batches
 CONFIG_ENV_VAR = "OFFSET_LEDGER_CONFIG"
 MASK = "********"
 
@@ -141,6 +142,10 @@ class Config:
     # latest record is older than this: so "the latest per group partition" is always inside
     # this window and is read from it, never from the whole history.
     history_refresh_hours: int = DEFAULT_HISTORY_REFRESH_HOURS
+    # A checkpoint pass refreshes its flows' span snapshots (offset_sync_spans) once
+    # offset_syncs has this many commits after them: a store load reads at most about this
+    # many small files besides the snapshot, however long since the last ``ledger maintain``.
+    spans_refresh_commits: int = DEFAULT_SPANS_REFRESH_COMMITS
     streaming_checkpoint_location: str = ".state/streaming"
     replication_policy_separator: str = "."
     replication_policy_class: str = "DefaultReplicationPolicy"
@@ -259,6 +264,7 @@ _TOP_LEVEL = {
     "ledger.streaming.checkpoint.location": ("streaming_checkpoint_location", str),
     "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_days(v)),
     "ledger.history.refresh.hours": ("history_refresh_hours", lambda v: _positive_int(v)),
+    "ledger.spans.refresh.commits": ("spans_refresh_commits", lambda v: _positive_int(v)),
     "replication.policy.separator": ("replication_policy_separator", _separator),
     "replication.policy.class": ("replication_policy_class", _policy),
     "replication.factor": ("replication_factor", int),

@@ -113,8 +113,17 @@ def _num_files(ledger: Ledger, name: str) -> int:
 
 
 def _checkpoint(ledger: Ledger, name: str) -> None:
-    """Write a Delta checkpoint now; Delta then cleans log files past the log retention."""
-    jvm = ledger.spark.sparkContext._jvm
+    """Write a Delta checkpoint now; Delta then cleans log files past the log retention.
+
+    Spark Connect (Databricks serverless) exposes no JVM: there the call is skipped, and Delta
+    writes its own checkpoint every 10 commits (cleaning the log at the same retention).
+    """
+    try:
+        jvm = ledger.spark.sparkContext._jvm
+    except Exception:  # Spark Connect: no SparkContext
+        return
+    if jvm is None:
+        return
     delta_log = jvm.org.apache.spark.sql.delta.DeltaLog
     log = (delta_log.forTable(ledger.spark._jsparkSession, ledger.table_path(name))
            if ledger.path_based else

@@ -39,12 +39,27 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNC_SPANS_SCHEMA, OFFSET_SYNCS
-from ledger.tables import Ledger
+from ledger.spans import extend
+from ledger.tables import Ledger, LedgerError
+from ledger.translation import Run
+
+TAIL_ON_DRIVER = 50_000
+"""Up to this many runs after the snapshot, a load coalesces them on the driver (no shuffle)."""
 
 SPAN_RUN_ID = "span"
 """``run_id`` of a row that stands for a span of runs, not one replication run."""
 
 Key = tuple[str, int]
+
+
+def _table(ledger: Ledger) -> DataFrame | None:
+    """The snapshot table, or ``None`` on a ledger created before it existed."""
+    try:
+        return ledger.read(OFFSET_SYNC_SPANS)
+    except LedgerError:
+        if ledger.exists(OFFSET_SYNC_SPANS):
+            raise  # there, but unreadable: the error names the damage
+        return None
 
 
 def partition_filter(partitions: Iterable[Key]) -> Column:
@@ -95,9 +110,10 @@ class SpanSnapshot:
         A ledger created before the table existed has none: loads read raw until ``ledger
         maintain`` (or ``ledger init``) creates it.
         """
-        if not ledger.exists(OFFSET_SYNC_SPANS):
+        table = _table(ledger)
+        if table is None:
             return None
-        table = ledger.read(OFFSET_SYNC_SPANS).where(F.col("flow") == flow)
+        table = table.where(F.col("flow") == flow)
         found = restrict(table, topics, partitions).collect()
         if not found:  # none of these partitions had runs at W, or the flow has no snapshot
             found = table.limit(1).collect()
@@ -113,6 +129,44 @@ class SpanSnapshot:
 
     def highest_end(self, key: Key) -> int:
         return max(r["upstream_offset"] + r["length"] for r in self.rows[key])
+
+    def extend_on_driver(self, runs: DataFrame, limit: int | None = None
+                         ) -> tuple[dict[Key, list[Run]], dict[str, str], set[Key]] | None:
+        """The spans of every partition, from the snapshot and the tail collected to the driver
+        (:func:`ledger.spans.extend`, the same spans Spark computes in :meth:`with_tail`).
+
+        Returns:
+            ``(spans, replica topics, rewound partitions)``: the rewound partitions (a tail run
+            starts below what the spans cover) have no spans here and must be read raw.
+            ``None`` when the tail has more than ``limit`` runs (default ``TAIL_ON_DRIVER``):
+            coalesce it in Spark.
+        """
+        limit = TAIL_ON_DRIVER if limit is None else limit
+        rows = (runs.where(after(self.covered_until))
+                .select("topic", "partition", "replica_topic", "upstream_offset",
+                        "downstream_offset", "length", "written_at", "batch_id")
+                .limit(limit + 1).collect())
+        if len(rows) > limit:
+            return None
+        tails: dict[Key, list] = {}
+        replica_topics = {topic: spans_of[0]["replica_topic"]
+                          for (topic, _), spans_of in self.rows.items()}
+        for r in sorted(rows, key=lambda r: (r["written_at"], r["batch_id"],
+                                             r["downstream_offset"])):
+            tails.setdefault((r["topic"], r["partition"]), []).append(
+                Run(r["upstream_offset"], r["downstream_offset"], r["length"]))
+            replica_topics[r["topic"]] = r["replica_topic"]
+        spans: dict[Key, list[Run]] = {}
+        rewound: set[Key] = set()
+        for key in set(self.rows) | set(tails):
+            covered = [Run(r["upstream_offset"], r["downstream_offset"], r["length"])
+                       for r in self.rows.get(key, [])]
+            extended = extend(covered, tails.get(key, []))
+            if extended is None:
+                rewound.add(key)
+            elif extended:
+                spans[key] = extended
+        return spans, replica_topics, rewound
 
     def with_tail(self, runs: DataFrame) -> DataFrame:
         """What to compute spans on instead of ``runs`` (the flow's restricted offset_syncs rows
@@ -165,7 +219,8 @@ class RefreshReport:
                 f"{self.partitions} partitions at offset_syncs version {self.version} ({since})")
 
 
-def refresh(ledger: Ledger, clusters: dict[str, tuple[str, str]]) -> list[RefreshReport]:
+def refresh(ledger: Ledger, clusters: dict[str, tuple[str, str]],
+            only: Iterable[str] | None = None) -> list[RefreshReport]:
     """Replace each flow's snapshot with its spans at the current offset_syncs version.
 
     Incremental: the load starts from the previous snapshot and reads only the runs after it.
@@ -173,12 +228,14 @@ def refresh(ledger: Ledger, clusters: dict[str, tuple[str, str]]) -> list[Refres
     Args:
         clusters: ``{flow: (source, target)}`` of the configured flows; flows the table already
             holds are refreshed too (their clusters taken from their rows).
+        only: refresh only these flows.
     """
     from ledger.store import OffsetSyncStore
 
     version = ledger.version(OFFSET_SYNCS)
     reports = []
-    for flow in sorted(set(clusters) | snapshot_flows(ledger)):
+    flows = set(clusters) | snapshot_flows(ledger)
+    for flow in sorted(flows if only is None else flows & set(only)):
         previous = SpanSnapshot.read(ledger, flow)
         usable = previous is not None and previous.version <= version
         runs = ledger.read(OFFSET_SYNCS, version=version).where(F.col("flow") == flow)
@@ -205,9 +262,26 @@ def _clusters_of(ledger: Ledger, flow: str) -> tuple[str, str]:
     return row["source_cluster"], row["target_cluster"]
 
 
+def commits_since(ledger: Ledger, flow: str) -> int | None:
+    """How many offset_syncs commits the flow's snapshot is behind (``None``: no snapshot)."""
+    table = _table(ledger)
+    if table is None:
+        return None
+    row = table.where(F.col("flow") == flow).select("offset_syncs_version").first()
+    return None if row is None else ledger.version(OFFSET_SYNCS) - int(row[0])
+
+
+def refresh_if_behind(ledger: Ledger, clusters: dict[str, tuple[str, str]],
+                      flows: Iterable[str], commits: int) -> list[RefreshReport]:
+    """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind (or that
+    have none yet)."""
+    behind = [f for f in flows if (n := commits_since(ledger, f)) is None or n >= commits]
+    return refresh(ledger, clusters, only=behind) if behind else []
+
+
 def snapshot_flows(ledger: Ledger) -> set[str]:
     """The flows the table holds a snapshot for."""
-    if not ledger.exists(OFFSET_SYNC_SPANS):
+    table = _table(ledger)
+    if table is None:
         return set()
-    return {r["flow"] for r in ledger.read(OFFSET_SYNC_SPANS).select("flow").distinct()
-            .collect()}
+    return {r["flow"] for r in table.select("flow").distinct().collect()}

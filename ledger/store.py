@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from ledger import translation
 from ledger.schemas import OFFSET_SYNCS
-from ledger.span_snapshots import SpanSnapshot, restrict
+from ledger.span_snapshots import SpanSnapshot, partition_filter, restrict
 from ledger.tables import Ledger
 
 
@@ -77,7 +77,16 @@ class OffsetSyncStore:
                         topics, partitions)
         snapshot = SpanSnapshot.read(ledger, flow, topics, partitions)
         if snapshot is not None and snapshot.version <= version:
-            runs = snapshot.with_tail(runs)
+            extended = snapshot.extend_on_driver(runs)
+            if extended is None:  # a long tail: spans and tail coalesced in Spark
+                runs = snapshot.with_tail(runs)
+            else:
+                spans, replica_topics, rewound = extended
+                store.runs.update(spans)
+                store.replica_topics.update(replica_topics)
+                if not rewound:
+                    return store
+                runs = runs.where(partition_filter(rewound))
         for r in _spans(runs).collect():
             store.runs.setdefault((r["topic"], r["partition"]), []).append(
                 translation.Run(r["u"], r["d"], r["n"]))

@@ -9,10 +9,12 @@ Also the ``spark-submit pipelines/checkpoint/job.py`` file and the Databricks en
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 
 from ledger.config import Config
+from ledger.span_snapshots import refresh_if_behind
 from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
 from pipelines.cli import add_flow_arguments, job_main
 from pipelines.spark import get_spark
@@ -41,6 +43,25 @@ def summary(result: CheckpointResult) -> str:
             f"ledger versions {result.versions}")
 
 
+log = logging.getLogger(__name__)
+
+
+def refresh_spans(checkpointer: Checkpointer, config: Config, flow: str) -> None:
+    """Keep the tail a store load reads short: refresh the span snapshots of the flows this
+    pass translates over (``flow`` and its reverse) once ``ledger.spans.refresh.commits``
+    commits behind. A failure here (e.g. a concurrent ``ledger maintain``) costs only speed:
+    it is logged, and the pass stands."""
+    flows = {f.name: (f.source, f.target) for f in config.flows}
+    source, target = config.flow(flow).source, config.flow(flow).target
+    wanted = [f for f in (f"{source}->{target}", f"{target}->{source}") if f in flows]
+    try:
+        for report in refresh_if_behind(checkpointer.ledger, flows, wanted,
+                                        config.spans_refresh_commits):
+            print(report.line().strip(), flush=True)
+    except Exception as exc:
+        log.warning("span snapshot refresh skipped: %s", str(exc).splitlines()[0][:300])
+
+
 def run(args: argparse.Namespace, config: Config) -> int:
     checkpointer = Checkpointer(get_spark("offset-ledger-checkpoint"), config)
     emit_every = max(1, config.emit_checkpoints_interval_seconds)
@@ -55,6 +76,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if do_sync:
             last_sync = started
         print(summary(result), flush=True)
+        refresh_spans(checkpointer, config, args.flow)
         passes += 1
         if args.once or (args.max_passes is not None and passes >= args.max_passes):
             return 0

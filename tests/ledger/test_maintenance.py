@@ -9,7 +9,14 @@ from chispa import assert_df_equality
 
 from ledger import maintenance
 from ledger.config import DEFAULT_AUDIT_RETENTION_DAYS, ConfigError, config_from_mapping
-from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA, SCHEMAS
+from ledger.schemas import (
+    CHECKPOINTS,
+    OFFSET_SYNC_SPANS,
+    OFFSET_SYNCS,
+    OFFSET_SYNCS_SCHEMA,
+    SCHEMAS,
+)
+from ledger.span_snapshots import SpanSnapshot
 from ledger.tables import Ledger
 from pipelines import cli
 
@@ -90,3 +97,15 @@ def test_maintain_and_init_from_the_cli(spark, tmp_path, capsys):
     ledger = Ledger(spark, str(tmp_path / "ledger"))
     props = maintenance.table_properties(ledger, OFFSET_SYNCS)
     assert props["delta.deletedFileRetentionDuration"] == "interval 60 days"
+    # the span refresh alone (what may run hourly): one line per flow with runs
+    runs = [("P->B", "P", "B", "T", "P.T", p, 10 * i, 10 * i, 10, "r", i,
+             dt.datetime(2026, 1, 1) + dt.timedelta(seconds=10 * i))
+            for i in range(5) for p in range(2)]
+    ledger.append(OFFSET_SYNCS, spark.createDataFrame(runs, OFFSET_SYNCS_SCHEMA))
+    assert cli.main(["ledger", "maintain", "--config", str(path), "--no-vacuum",
+                     "--table", OFFSET_SYNC_SPANS]) == 0
+    out = capsys.readouterr().out
+    assert (f"{OFFSET_SYNC_SPANS:22} flow P->B: 2 spans of 2 partitions at offset_syncs version "
+            f"{ledger.version(OFFSET_SYNCS)} (from the raw runs)") in out
+    snapshot = SpanSnapshot.read(ledger, "P->B")
+    assert snapshot is not None and snapshot.rows[("T", 1)][0]["length"] == 50

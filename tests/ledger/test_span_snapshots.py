@@ -9,9 +9,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from bench.scan_metrics import scan_stats
-from ledger import translation
+from ledger import span_snapshots, translation
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA
-from ledger.span_snapshots import SpanSnapshot, refresh
+from ledger.span_snapshots import SpanSnapshot, commits_since, refresh, refresh_if_behind
 from ledger.spans import coalesce
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
@@ -116,6 +116,17 @@ def test_a_load_from_the_snapshot_translates_like_the_raw_runs(ledger: dict) -> 
     assert_translates_like(partial, 4, raw(4))
 
 
+def test_a_long_tail_is_coalesced_in_spark_with_the_same_spans(ledger: dict,
+                                                                monkeypatch) -> None:
+    on_driver = OffsetSyncStore.load(ledger["ledger"], "P->B")
+    monkeypatch.setattr(span_snapshots, "TAIL_ON_DRIVER", 10)
+    in_spark = OffsetSyncStore.load(ledger["ledger"], "P->B")
+    assert in_spark.runs == on_driver.runs
+    assert in_spark.replica_topics == on_driver.replica_topics == {"Payments": "P.Payments"}
+    for p in HISTORIES:
+        assert_translates_like(in_spark, p, raw(p))
+
+
 def test_the_load_reads_the_snapshot_and_the_newest_files_only(ledger: dict) -> None:
     lg = ledger["ledger"]
     snapshot = SpanSnapshot.read(lg, "P->B", partitions={("Payments", 0)})
@@ -147,9 +158,13 @@ def test_a_refresh_continues_from_the_previous_snapshot(ledger: dict, spark) -> 
 
     shutil.copytree(lg.location, location)
     copy = Ledger(spark, location)
-    (report,) = refresh(copy, FLOWS)
+    assert commits_since(copy, "P->B") == 3  # the three tail commits
+    assert commits_since(copy, "B->P") is None
+    assert refresh_if_behind(copy, FLOWS, ["P->B"], commits=4) == []
+    (report,) = refresh_if_behind(copy, FLOWS, ["P->B"], commits=3)
     assert report.previous_version == ledger["covered_version"]
     assert report.version == copy.version(OFFSET_SYNCS)
+    assert commits_since(copy, "P->B") == 0
     snapshot = SpanSnapshot.read(copy, "P->B")
     assert snapshot.covered_until == T0 + dt.timedelta(seconds=10 * (2 * BATCHES - 1))
     store = OffsetSyncStore.load(copy, "P->B")

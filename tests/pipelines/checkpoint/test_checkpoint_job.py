@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, RESUME_POINTS
+from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
+from ledger.span_snapshots import SpanSnapshot
 from ledger.tables import Ledger
 from pipelines import cli, kafka_admin
 from pipelines.replicate.job import replicate_once
@@ -18,7 +19,8 @@ def test_checkpoint_pass_records_translates_and_syncs_under_mm2_rules(spark, mak
     config = make_config(
         flows={"P->B": {"topics": ["cp-.*"], "groups": ["cpg-.*"]},
                "B->P": {"topics": ["cp-.*"], "groups": ["cpg-.*"],
-                        "reverse.checkpointed.topics": ["P.cp-.*"]}})
+                        "reverse.checkpointed.topics": ["P.cp-.*"]}},
+        **{"ledger.spans.refresh.commits": 1})
     primary, backup = config.cluster("P"), config.cluster("B")
     topic, group, other = unique("cp-t"), unique("cpg-g"), unique("cpg-h")
     replica = f"P.{topic}"
@@ -43,6 +45,11 @@ def test_checkpoint_pass_records_translates_and_syncs_under_mm2_rules(spark, mak
         (group, 25, "group_offset_sync", cps[group]["checkpoint_id"])]
     observed = {(r["cluster"], r["group_id"]) for r in ledger.read(GROUP_OFFSETS).collect()}
     assert {("P", group), ("P", other), ("B", other)} <= observed
+    # the pass refreshed the flow's span snapshot (one commit behind is enough here)
+    snapshot = SpanSnapshot.read(ledger, "P->B", topics={topic})
+    assert snapshot is not None and snapshot.version == ledger.version(OFFSET_SYNCS)
+    assert [(r["upstream_offset"], r["downstream_offset"], r["length"])
+            for r in snapshot.rows[(topic, 0)]] == [(0, 0, 40)]
 
     # The group rewinds on P: the next checkpoint follows it backwards, flagged as a rewind,
     # but the sync still never rewinds the group on B.
