@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ledger.schemas import (
     CHECKPOINTS,
+    DERIVED,
     GROUP_OFFSETS,
     OFFSET_SYNC_SPANS,
     OFFSET_SYNCS,
@@ -171,7 +172,8 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
     Args:
         flows: ``{flow: (source, target)}`` of the configured flows, for the span refresh.
     """
-    ledger.require(*(names or tuple(SCHEMAS)), verify=True)
+    ledger.require(*(n for n in names or SCHEMAS if n not in DERIVED), verify=True)
+    ledger.init()  # a derived table a ledger predates is created here
     reports = []
     for name in [n for n in SCHEMAS if n in (names or SCHEMAS)]:
         files_before, version_before = _num_files(ledger, name), ledger.version(name)

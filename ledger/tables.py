@@ -19,7 +19,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from ledger.errors import OffsetLedgerError
-from ledger.schemas import NATURAL_KEYS, SCHEMAS
+from ledger.schemas import DERIVED, NATURAL_KEYS, SCHEMAS
 
 _INITIALIZED: set[tuple[int, str]] = set()
 
@@ -116,7 +116,8 @@ class Ledger:
 
         Checked once per session and location unless ``verify`` asks again.
         """
-        names = names or tuple(SCHEMAS)
+        # A derived table (a cache) is never required: a ledger from before it reads without it.
+        names = names or tuple(n for n in SCHEMAS if n not in DERIVED)
         if not verify and (id(self.spark), self.location) in _INITIALIZED:
             return  # created or verified earlier in this session
         missing = [n for n in names if not self.exists(n)]
@@ -129,7 +130,7 @@ class Ledger:
                 self.spark.sql(f"DESCRIBE DETAIL {self.identifier(name)}").collect()
             except Exception as exc:
                 raise damaged(self.location, name, exc) from exc
-        if set(names) == set(SCHEMAS):
+        if set(names) | DERIVED >= set(SCHEMAS) and all(self.exists(n) for n in DERIVED):
             _INITIALIZED.add((id(self.spark), self.location))
 
     # --- reads ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import argparse
 
 from ledger import maintenance
 from ledger.config import Config
-from ledger.schemas import SCHEMAS
+from ledger.schemas import DERIVED, SCHEMAS
 from ledger.tables import Ledger
 from pipelines.spark import get_spark
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 0
     if args.action == "status":
         ledger.require(verify=True)
-        for name in SCHEMAS:
+        for name in [n for n in SCHEMAS if n not in DERIVED or ledger.exists(n)]:
             rows = ledger.read(name).count()
             print(f"{name:22} version {ledger.version(name):>5}  rows {rows:>9}  "
                   f"{ledger.identifier(name)}")

@@ -77,6 +77,8 @@ def register_ledger(spark: SparkSession, ledger: Ledger) -> str:
     schema = os.environ.get(SOURCE_SCHEMA_ENV, DEFAULT_SOURCE_SCHEMA)
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     for name in SCHEMAS:
+        if name in DERIVED and not ledger.exists(name):
+            continue  # a ledger from before the derived table: no model reads it
         path = ledger.table_path(name).replace("'", "\\'")
         spark.sql(f"DROP TABLE IF EXISTS {schema}.{name}")  # external: the data stays
         spark.sql(f"CREATE TABLE {schema}.{name} USING DELTA LOCATION '{path}'")

@@ -175,3 +175,21 @@ def test_a_refresh_continues_from_the_previous_snapshot(ledger: dict, spark) -> 
     assert SpanSnapshot.read(copy, "P->B") is None
     for p in HISTORIES:
         assert_translates_like(OffsetSyncStore.load(copy, "P->B"), p, raw(p))
+
+
+def test_a_ledger_from_before_the_table_reads_and_maintain_adds_it(ledger: dict, spark) -> None:
+    import shutil
+
+    from ledger import maintenance
+
+    location = ledger["ledger"].location + "-old"
+    shutil.copytree(ledger["ledger"].location, location)
+    shutil.rmtree(f"{location}/{OFFSET_SYNC_SPANS}")
+    old = Ledger(spark, location)
+    old.require()  # a derived table is never required
+    assert SpanSnapshot.read(old, "P->B") is None
+    for p in HISTORIES:
+        assert_translates_like(OffsetSyncStore.load(old, "P->B"), p, raw(p))
+    (report,) = maintenance.maintain(old, 30, (OFFSET_SYNC_SPANS,), vacuum=False, flows=FLOWS)
+    assert report.refreshed[0].version == old.version(OFFSET_SYNCS)
+    assert SpanSnapshot.read(old, "P->B") is not None
