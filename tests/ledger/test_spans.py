@@ -13,6 +13,15 @@ from tests.ledger.test_translation import History, histories
 pytestmark = pytest.mark.unit
 
 
+def assert_same_answers(got: list[Run], runs: list[Run]) -> None:
+    top_u = max((r.upstream_end for r in runs), default=0) + 3
+    top_d = max((r.downstream_end for r in runs), default=0) + 3
+    for x in range(top_u):
+        assert forward(got, x) == forward(runs, x), (x, runs, got)
+    for c in range(top_d):
+        assert reverse(got, c) == reverse(runs, c), (c, runs, got)
+
+
 def assert_equivalent(raw: list[tuple[int, int, int]]) -> list[Run]:
     runs = [Run(*r) for r in raw]
     spans = coalesce(raw)
@@ -30,12 +39,7 @@ def assert_equivalent(raw: list[tuple[int, int, int]]) -> list[Run]:
                     for r in raw_epoch for k in range(r.length)})
     else:
         assert span_epoch == []
-    top_u = max((r.upstream_end for r in runs), default=0) + 3
-    top_d = max((r.downstream_end for r in runs), default=0) + 3
-    for x in range(top_u):
-        assert forward(spans, x) == forward(runs, x), (x, runs, spans)
-    for c in range(top_d):
-        assert reverse(spans, c) == reverse(runs, c), (c, runs, spans)
+    assert_same_answers(spans, runs)
     # Not a fixed point: a merge removes interior ends, which may make more merges safe.
     assert len(coalesce(spans)) <= len(spans)
     return spans
@@ -128,15 +132,6 @@ def test_new_epoch_is_never_merged_into_the_previous_one() -> None:
 def test_no_runs() -> None:
     assert coalesce([]) == []
     assert mergeable([]) == []
-
-
-def assert_same_answers(got: list[Run], runs: list[Run]) -> None:
-    top_u = max((r.upstream_end for r in runs), default=0) + 3
-    top_d = max((r.downstream_end for r in runs), default=0) + 3
-    for x in range(top_u):
-        assert forward(got, x) == forward(runs, x), (x, runs, got)
-    for c in range(top_d):
-        assert reverse(got, c) == reverse(runs, c), (c, runs, got)
 
 
 @settings(max_examples=400, deadline=None)
