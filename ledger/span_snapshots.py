@@ -262,20 +262,20 @@ def _clusters_of(ledger: Ledger, flow: str) -> tuple[str, str]:
     return row["source_cluster"], row["target_cluster"]
 
 
-def commits_since(ledger: Ledger, flow: str) -> int | None:
-    """How many offset_syncs commits the flow's snapshot is behind (``None``: no snapshot)."""
+def commits_since(ledger: Ledger, flow: str) -> int:
+    """How many offset_syncs commits the flow's snapshot is behind; without a snapshot, every
+    commit of the table (a young ledger is cheap to read raw: no refresh until it is not)."""
+    version = ledger.version(OFFSET_SYNCS)
     table = _table(ledger)
-    if table is None:
-        return None
-    row = table.where(F.col("flow") == flow).select("offset_syncs_version").first()
-    return None if row is None else ledger.version(OFFSET_SYNCS) - int(row[0])
+    row = None if table is None else (table.where(F.col("flow") == flow)
+                                      .select("offset_syncs_version").first())
+    return version + 1 if row is None else version - int(row[0])
 
 
 def refresh_if_behind(ledger: Ledger, clusters: dict[str, tuple[str, str]],
                       flows: Iterable[str], commits: int) -> list[RefreshReport]:
-    """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind (or that
-    have none yet)."""
-    behind = [f for f in flows if (n := commits_since(ledger, f)) is None or n >= commits]
+    """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind."""
+    behind = [f for f in flows if commits_since(ledger, f) >= commits]
     return refresh(ledger, clusters, only=behind) if behind else []
 
 
