@@ -7,7 +7,8 @@ Invariants:
     * Each class's fields are exactly its table's columns (:mod:`ledger.schemas`), in the same
       order: ``to_row()`` is a dict in schema column order, ``to_tuple()`` the same values as a
       tuple, and ``from_row(r)`` accepts a Spark ``Row`` or any mapping with those keys
-      (unknown keys are ignored, so a row with extra columns from a join still reads).
+      (unknown keys are ignored, so a row with extra columns from a join still reads), or a
+      record of the same class (returned as is).
     * "Cannot translate" stays distinct from an offset: a :class:`CheckpointRecord` with
       ``status == 'untranslatable'`` has ``target_offset is None`` and a ``reason``.
     * No field can hold a cluster property, so a secret cannot reach a row through these.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Self
 
 from pyspark.sql.types import StructType
@@ -45,6 +46,8 @@ class _Record:
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any) -> Self:
         """A record from a Spark ``Row`` or a mapping (extra keys are ignored)."""
+        if isinstance(row, cls):
+            return row
         data = row.asDict() if hasattr(row, "asDict") else dict(row)
         names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
         missing = [n for n in names if n not in data]
@@ -55,8 +58,17 @@ class _Record:
             values["subscribe_topics"] = tuple(values["subscribe_topics"])
         return cls(**values)
 
+    @classmethod
+    def from_rows(cls, rows: Iterable[Mapping[str, Any] | Any]) -> list[Self]:
+        """:meth:`from_row` of each row (e.g. of ``DataFrame.collect()``)."""
+        return [cls.from_row(r) for r in rows]
 
-def rows(records: list[_Record]) -> list[dict[str, Any]]:
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (the records are frozen)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def rows(records: Iterable[_Record]) -> list[dict[str, Any]]:
     """``to_row()`` of each record (for ``spark.createDataFrame(rows, schema)``)."""
     return [r.to_row() for r in records]
 

@@ -25,10 +25,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ledger.config import Config
+from ledger.records import CheckpointRecord, Operation
 from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, OPERATIONS
 from ledger.tables import Ledger
 from pipelines.audit.dbt_runner import MARTS, build_marts, read_mart, resolve_as_of
-from pipelines.audit.horizon import RECORDED_VERSIONS, past_horizon
+from pipelines.audit.horizon import past_horizon
 
 
 def run_audit(spark: SparkSession, config: Config, *, group: str | None = None,
@@ -47,11 +48,11 @@ def run_audit(spark: SparkSession, config: Config, *, group: str | None = None,
     ledger.require()
     as_of = resolve_as_of(ledger, as_of_version, as_of_timestamp)
     operations = audited_operations(ledger, as_of, group=group, operation=operation)
-    past = ([o["operation_id"] for o in operations] if evidence
+    past = ([o.operation_id for o in operations] if evidence
             else past_horizon(ledger, operations))
     variables = {**(variables or {}), "evidence_operations": past}
     if group or operation:
-        variables["audit_operations"] = sorted(o["operation_id"] for o in operations)
+        variables["audit_operations"] = sorted(o.operation_id for o in operations)
     build_marts(spark, ledger, as_of=as_of, command="build" if build else "run",
                 variables=variables)
     marts = {mart: read_mart(spark, mart) for mart in MARTS}
@@ -59,7 +60,7 @@ def run_audit(spark: SparkSession, config: Config, *, group: str | None = None,
     if operation:
         marts = {m: [r for r in rows if r.get("operation_id", operation) == operation]
                  for m, rows in marts.items()}
-        op_groups = {o["group_id"] for o in operations}
+        op_groups = {o.group_id for o in operations}
         groups = op_groups if groups is None else groups & op_groups
     if groups is not None:
         marts = {m: [r for r in rows if r.get("group_id") in groups] for m, rows in marts.items()}
@@ -67,16 +68,15 @@ def run_audit(spark: SparkSession, config: Config, *, group: str | None = None,
 
 
 def audited_operations(ledger: Ledger, as_of: dict[str, int], *, group: str | None = None,
-                       operation: str | None = None) -> list[dict[str, Any]]:
-    """The operations rows an audit covers (the ``operations`` table is one row per operation,
+                       operation: str | None = None) -> list[Operation]:
+    """The operations an audit covers (the ``operations`` table is one row per operation,
     small next to the history it audits)."""
     frame = ledger.read(OPERATIONS, version=as_of.get(OPERATIONS))
     if group:
         frame = frame.where(F.col("group_id") == group)
     if operation:
         frame = frame.where(F.col("operation_id") == operation)
-    columns = ["operation_id", "group_id", *RECORDED_VERSIONS.values()]
-    return [r.asDict() for r in frame.select(*columns).collect()]
+    return Operation.from_rows(frame.collect())
 
 
 def load_runs(spark: SparkSession, config: Config, *, as_of_version: int | None = None,
@@ -90,7 +90,8 @@ def load_runs(spark: SparkSession, config: Config, *, as_of_version: int | None 
 
 def load_operations(spark: SparkSession, config: Config, *, group: str | None = None,
                     operation: str | None = None, as_of_version: int | None = None,
-                    as_of_timestamp: str | None = None) -> tuple[list[dict], list[dict]]:
+                    as_of_timestamp: str | None = None,
+                    ) -> tuple[list[Operation], list[CheckpointRecord]]:
     """The operations (filtered like the marts) and the checkpoints of their own passes.
 
     The checkpoints are read for the operations' groups and time windows only (pushed down to
@@ -98,14 +99,9 @@ def load_operations(spark: SparkSession, config: Config, *, group: str | None = 
     """
     ledger = Ledger(spark, config.ledger_location)
     as_of = resolve_as_of(ledger, as_of_version, as_of_timestamp)
-    frame = ledger.read(OPERATIONS, version=as_of.get(OPERATIONS))
-    if group:
-        frame = frame.where(F.col("group_id") == group)
-    if operation:
-        frame = frame.where(F.col("operation_id") == operation)
-    operations = [r.asDict() for r in frame.collect()]
-    windows = [(o["group_id"], o["started_at"], o["ready_at"]) for o in operations
-               if o.get("started_at") is not None and o.get("ready_at") is not None]
+    operations = audited_operations(ledger, as_of, group=group, operation=operation)
+    windows = [(o.group_id, o.started_at, o.ready_at) for o in operations
+               if o.started_at is not None and o.ready_at is not None]
     if not windows:
         return operations, []
     condition = None
@@ -114,9 +110,7 @@ def load_operations(spark: SparkSession, config: Config, *, group: str | None = 
                 & (F.col("checkpointed_at") <= end))
         condition = term if condition is None else condition | term
     checkpoints = ledger.read(CHECKPOINTS, version=as_of.get(CHECKPOINTS)).where(condition)
-    return operations, [r.asDict() for r in checkpoints.select(
-        "group_id", "target_topic", "partition", "target_offset", "status", "reason",
-        "checkpointed_at").collect()]
+    return operations, CheckpointRecord.from_rows(checkpoints.collect())
 
 
 def _sort_key(row: dict[str, Any]) -> tuple:

@@ -20,14 +20,21 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
+from ledger.records import Operation
 from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.tables import Ledger
 
-# The versions an operations row records, by the table they are versions of.
-RECORDED_VERSIONS = {OFFSET_SYNCS: "offset_syncs_version", CHECKPOINTS: "checkpoints_version",
-                     RESUME_POINTS: "resume_points_version"}
+# The tables whose versions an operation records.
+RECORDED_TABLES = (OFFSET_SYNCS, CHECKPOINTS, RESUME_POINTS)
+
+
+def recorded_versions(operation: Operation) -> dict[str, int | None]:
+    """The versions an operation recorded, by the table (of :data:`RECORDED_TABLES`)."""
+    return {OFFSET_SYNCS: operation.offset_syncs_version,
+            CHECKPOINTS: operation.checkpoints_version,
+            RESUME_POINTS: operation.resume_points_version}
 
 
 class Horizon:
@@ -76,20 +83,19 @@ class Horizon:
         return found
 
 
-def past_horizon(ledger: Ledger, operations: Iterable[Mapping]) -> list[str]:
-    """The ids of ``operations`` (rows of ``operations``) whose recorded versions cannot all
-    be read with time travel any more: their audit must use the recorded evidence."""
-    operations = list(operations)
+def past_horizon(ledger: Ledger, operations: Iterable[Operation]) -> list[str]:
+    """The ids of ``operations`` whose recorded versions cannot all be read with time travel
+    any more: their audit must use the recorded evidence."""
+    recorded = [(o.operation_id, recorded_versions(o)) for o in operations]
     horizon = Horizon(ledger)
     oldest: dict[str, int | None] = {}
-    for name, column in RECORDED_VERSIONS.items():
-        versions = [o[column] for o in operations if o.get(column) is not None]
+    for name in RECORDED_TABLES:
+        versions = [v[name] for _, v in recorded if v[name] is not None]
         oldest[name] = horizon.oldest_readable(name, versions) if versions else None
     past = []
-    for o in operations:
-        for name, column in RECORDED_VERSIONS.items():
-            version = o.get(column)
+    for operation_id, versions in recorded:
+        for name, version in versions.items():
             if version is not None and (oldest[name] is None or version < oldest[name]):
-                past.append(o["operation_id"])
+                past.append(operation_id)
                 break
     return past

@@ -1,7 +1,8 @@
 """What an on-call engineer reads first: one summary per failover/failback operation.
 
-Pure functions over rows (dicts) of the audit marts, the ``operations`` table and the
-checkpoints of each operation's own pass; :mod:`pipelines.audit.report` renders them.
+Pure functions over rows (dicts) of the audit marts, the operations
+(:class:`ledger.records.Operation`) and the checkpoints of each operation's own pass
+(:class:`ledger.records.CheckpointRecord`); :mod:`pipelines.audit.report` renders them.
 
 Invariants:
     * Operations come in time order (a failover before the failback that follows it).
@@ -16,7 +17,10 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: summaries need no pyspark import
+    from ledger.records import CheckpointRecord, Operation
 
 Row = dict[str, Any]
 
@@ -84,28 +88,27 @@ def _order(value: dt.datetime | None) -> tuple:
     return (value is None, value or dt.datetime.min)
 
 
-def summarize(operations: list[Row], marts: dict[str, list[Row]],
-              checkpoints: list[Row]) -> list[OperationSummary]:
-    """One summary per operation row, in time order.
+def summarize(operations: list[Operation], marts: dict[str, list[Row]],
+              checkpoints: list[CheckpointRecord]) -> list[OperationSummary]:
+    """One summary per operation, in time order.
 
     Args:
-        operations: rows of the ``operations`` table (already filtered by group/operation).
+        operations: the operations (already filtered by group/operation).
         marts: the audit marts (``resume_audit``, ``failback_duplicates_avoided``).
-        checkpoints: checkpoint rows of the operations' groups written during an operation
+        checkpoints: checkpoints of the operations' groups written during an operation
             (``checkpointed_at`` between its start and ready times).
     """
     audit = marts.get("resume_audit", [])
     avoided = marts.get("failback_duplicates_avoided", [])
     out = []
-    for op in sorted(operations, key=lambda o: (_order(o.get("started_at")),
-                                                str(o["operation_id"]))):
+    for op in sorted(operations, key=lambda o: (_order(o.started_at), str(o.operation_id))):
         s = OperationSummary(
-            operation_id=op["operation_id"], kind=op["kind"], group_id=op["group_id"],
-            from_cluster=op["from_cluster"], to_cluster=op["to_cluster"],
-            started_at=op.get("started_at"), ready_at=op.get("ready_at"),
-            seconds_to_ready=op.get("seconds_to_ready"),
-            subscribe_topics=list(op.get("subscribe_topics") or []),
-            message=op.get("message"))
+            operation_id=op.operation_id, kind=op.kind, group_id=op.group_id,
+            from_cluster=op.from_cluster, to_cluster=op.to_cluster,
+            started_at=op.started_at, ready_at=op.ready_at,
+            seconds_to_ready=op.seconds_to_ready,
+            subscribe_topics=list(op.subscribe_topics or []),
+            message=op.message)
         s.resume_points = sorted(
             (r for r in audit if r["operation_id"] == s.operation_id),
             key=lambda r: (r["topic"], r["partition_id"]))
@@ -126,28 +129,29 @@ def summarize(operations: list[Row], marts: dict[str, list[Row]],
     return out
 
 
-def untouched(summary: OperationSummary, checkpoints: list[Row]) -> list[Untouched]:
+def untouched(summary: OperationSummary,
+              checkpoints: list[CheckpointRecord]) -> list[Untouched]:
     """Partitions the operation's pass checkpointed but wrote nothing to, with the reason."""
     if summary.started_at is None or summary.ready_at is None:
         return []
     written = {(r["topic"], r["partition_id"]) for r in summary.resume_points}
-    latest: dict[tuple[str, int], Row] = {}
+    latest: dict[tuple[str, int], CheckpointRecord] = {}
     for c in checkpoints:
-        at = c.get("checkpointed_at")
-        if (c["group_id"] != summary.group_id or at is None
+        at = c.checkpointed_at
+        if (c.group_id != summary.group_id or at is None
                 or not summary.started_at <= at <= summary.ready_at):
             continue
-        key = (c["target_topic"], c["partition"])
-        if key not in latest or at >= latest[key]["checkpointed_at"]:
+        key = (c.target_topic, c.partition)
+        if key not in latest or at >= latest[key].checkpointed_at:
             latest[key] = c
     out = []
     for (topic, partition), c in sorted(latest.items()):
         if (topic, partition) in written:
             continue
-        if c.get("target_offset") is None:
-            reason = f"cannot be translated: {c.get('reason') or 'no runs'}"
+        if c.target_offset is None:
+            reason = f"cannot be translated: {c.reason or 'no runs'}"
         else:
-            reason = (f"already at or past {c['target_offset']:,} on {summary.to_cluster} "
+            reason = (f"already at or past {c.target_offset:,} on {summary.to_cluster} "
                       "(offsets are never rewound)")
         out.append(Untouched(topic, partition, reason))
     return out

@@ -1,8 +1,9 @@
-"""Pure checkpoint and group-offset-sync decisions: no Spark, no Kafka, just rows.
+"""Pure checkpoint and group-offset-sync decisions: no Spark, no Kafka, just records.
 
 Invariants:
-    * A checkpoint row is ``translated`` (``target_offset`` set), ``untranslatable``
-      (``target_offset`` NULL, ``reason`` set) or ``held``.
+    * A checkpoint (a :class:`ledger.records.CheckpointRecord`) is ``translated``
+      (``target_offset`` set), ``untranslatable`` (``target_offset`` None, ``reason`` set) or
+      ``held``.
     * Never backwards: when a translation would fall below the previous checkpoint of the same
       (group, direction, source topic, partition) while the group did not rewind (its committed
       offset did not decrease) and the replica was not truncated (the previous target is within
@@ -17,6 +18,7 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ledger.records import CheckpointRecord
 from ledger.store import OffsetSyncStore, Translated
 from pipelines.checkpoint.mapping import FORWARD, TopicMapping
 
@@ -40,10 +42,6 @@ class Previous:
     target_offset: int | None
 
 
-def checkpoint_key(row: Mapping) -> tuple[str, str, str, int]:
-    return (row["group_id"], row["direction"], row["source_topic"], int(row["partition"]))
-
-
 def compute_checkpoints(
     commits: list[Commit],
     mappings: Mapping[str, TopicMapping],
@@ -53,9 +51,9 @@ def compute_checkpoints(
     checkpoint_id: str,
     target_cluster: str,
     now: dt.datetime,
-) -> list[dict]:
-    """One checkpoint row per commit on a mapped topic."""
-    rows = []
+) -> list[CheckpointRecord]:
+    """One checkpoint per commit on a mapped topic."""
+    out = []
     for commit in sorted(commits, key=lambda c: (c.group_id, c.topic, c.partition)):
         mapping = mappings.get(commit.topic)
         if mapping is None:
@@ -73,25 +71,14 @@ def compute_checkpoints(
             status, target = "held", prev.target_offset
             reason = (f"translation {result.offset} is below the previous checkpoint "
                       f"{prev.target_offset} and the group did not rewind")
-        rows.append({
-            "checkpoint_id": checkpoint_id,
-            "flow": mapping.sync_flow,
-            "direction": mapping.direction,
-            "group_id": commit.group_id,
-            "source_cluster": commit.cluster,
-            "source_topic": commit.topic,
-            "partition": commit.partition,
-            "source_offset": commit.offset,
-            "target_cluster": target_cluster,
-            "target_topic": mapping.target_topic,
-            "target_offset": target,
-            "status": status,
-            "reason": reason,
-            "group_rewound": rewound,
-            "offset_syncs_version": store.version,
-            "checkpointed_at": now,
-        })
-    return rows
+        out.append(CheckpointRecord(
+            checkpoint_id=checkpoint_id, flow=mapping.sync_flow, direction=mapping.direction,
+            group_id=commit.group_id, source_cluster=commit.cluster, source_topic=commit.topic,
+            partition=commit.partition, source_offset=commit.offset,
+            target_cluster=target_cluster, target_topic=mapping.target_topic,
+            target_offset=target, status=status, reason=reason, group_rewound=rewound,
+            offset_syncs_version=store.version, checkpointed_at=now))
+    return out
 
 
 def _epoch_end(store: OffsetSyncStore, mapping: TopicMapping, partition: int) -> int:
@@ -104,41 +91,44 @@ def _epoch_end(store: OffsetSyncStore, mapping: TopicMapping, partition: int) ->
 
 @dataclass(frozen=True)
 class OffsetWrite:
-    """A decided write of ``offset`` into ``group_id`` on ``topic[partition]`` of the target."""
+    """A decided write of ``offset`` into ``group_id`` on ``topic[partition]`` of the target.
+
+    ``checkpoint`` is None when no translation stands behind the offset (a log start, or the
+    latest offset of a cutoff under IdentityReplicationPolicy).
+    """
 
     group_id: str
     topic: str
     partition: int
     offset: int
     previous_offset: int | None
-    checkpoint: Mapping
+    checkpoint: CheckpointRecord | None
 
 
 def decide_offset_writes(
-    checkpoints: list[dict],
+    checkpoints: list[CheckpointRecord],
     target_commits: Mapping[tuple[str, str, int], int],
-) -> tuple[list[OffsetWrite], list[tuple[dict, str]]]:
+) -> tuple[list[OffsetWrite], list[tuple[CheckpointRecord, str]]]:
     """MM2's sync rules over this pass's checkpoints.
 
     Args:
-        checkpoints: rows from :func:`compute_checkpoints` (only committed partitions appear).
+        checkpoints: from :func:`compute_checkpoints` (only committed partitions appear).
         target_commits: ``{(group, topic, partition): offset}`` the groups have on the target.
 
     Returns:
         The writes to make, and the skipped checkpoints with the reason.
     """
     writes, skipped = [], []
-    for row in checkpoints:
-        if row["target_offset"] is None:
-            skipped.append((row, f"untranslatable: {row['reason']}"))
+    for cp in checkpoints:
+        if cp.target_offset is None:
+            skipped.append((cp, f"untranslatable: {cp.reason}"))
             continue
-        key = (row["group_id"], row["target_topic"], row["partition"])
-        existing = target_commits.get(key)
-        if existing is not None and existing >= row["target_offset"]:
-            reason = ("already there" if existing == row["target_offset"]
+        existing = target_commits.get((cp.group_id, cp.target_topic, cp.partition))
+        if existing is not None and existing >= cp.target_offset:
+            reason = ("already there" if existing == cp.target_offset
                       else f"never rewind: the group is at {existing} there")
-            skipped.append((row, reason))
+            skipped.append((cp, reason))
             continue
-        writes.append(OffsetWrite(row["group_id"], row["target_topic"], row["partition"],
-                                  int(row["target_offset"]), existing, row))
+        writes.append(OffsetWrite(cp.group_id, cp.target_topic, cp.partition,
+                                  int(cp.target_offset), existing, cp))
     return writes, skipped

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from ledger import records
 from ledger.config import Config, FlowConfig
+from ledger.records import CheckpointRecord, ResumePoint
 from ledger.schemas import (
     CHECKPOINTS,
     CHECKPOINTS_SCHEMA,
@@ -46,7 +48,6 @@ from pipelines.checkpoint.compute import (
     Commit,
     OffsetWrite,
     Previous,
-    checkpoint_key,
     compute_checkpoints,
     decide_offset_writes,
 )
@@ -59,19 +60,19 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def _previous(latest: Mapping[tuple, Mapping]) -> dict[tuple, Previous]:
+def _previous(latest: Mapping[tuple, CheckpointRecord]) -> dict[tuple, Previous]:
     """What the "never backwards" rule needs of the latest checkpoints."""
-    return {k: Previous(r["source_offset"], r["target_offset"]) for k, r in latest.items()}
+    return {k: Previous(cp.source_offset, cp.target_offset) for k, cp in latest.items()}
 
 
 @dataclass
 class CheckpointResult:
     checkpoint_id: str
     flow: str
-    checkpoints: list[dict] = field(default_factory=list)
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
     writes: list[OffsetWrite] = field(default_factory=list)
-    skipped: list[tuple[dict, str]] = field(default_factory=list)
-    resume_points: list[dict] = field(default_factory=list)
+    skipped: list[tuple[CheckpointRecord, str]] = field(default_factory=list)
+    resume_points: list[ResumePoint] = field(default_factory=list)
     source_commits: list[Commit] = field(default_factory=list)
     source_live: bool = True
     versions: dict[str, int] = field(default_factory=dict)
@@ -86,8 +87,8 @@ class CheckpointPlan:
     target_commits: list[Commit]
     states: dict[tuple[str, str], str]
     now: dt.datetime
-    latest_checkpoints: dict[tuple, dict] = field(default_factory=dict)
-    latest_commits: dict[tuple, dict] = field(default_factory=dict)
+    latest_checkpoints: dict[tuple, CheckpointRecord] = field(default_factory=dict)
+    latest_commits: dict[tuple, dict] = field(default_factory=dict)  # group_offsets rows
     # The snapshots the checkpoints were translated over (an operation records their spans).
     stores: dict[str, OffsetSyncStore] = field(default_factory=dict)
 
@@ -125,7 +126,7 @@ class Checkpointer:
         df = self.ledger.read(GROUP_OFFSETS).where(
             F.col("cluster").isin(sorted(set(clusters))) & F.col("group_id").isin(sorted(groups)))
         rows = history.latest(df, history.COMMIT_KEY, "observed_at", since).collect()
-        return history.by_key((r.asDict() for r in rows), history.COMMIT_KEY)
+        return history.by_key((r.asDict() for r in rows), history.commit_key)
 
     def recorded_commits(self, cluster_alias: str, groups: Iterable[str]) -> list[Commit]:
         """The latest commits ``group_offsets`` holds (for a source that cannot be reached).
@@ -149,8 +150,8 @@ class Checkpointer:
                  "topic": c.topic, "partition": c.partition, "committed_offset": c.offset,
                  "group_state": states.get((c.cluster, c.group_id)), "observed_at": now}
                 for c in commits]
-        rows = history.to_record(rows, latest or {}, key=history.COMMIT_KEY,
-                                 value=history.COMMIT_VALUE, at="observed_at", now=now,
+        rows = history.to_record(rows, latest or {}, key=history.commit_key,
+                                 value=history.commit_value, at=history.commit_at, now=now,
                                  refresh_hours=self.config.history_refresh_hours,
                                  complete=complete)
         if rows:
@@ -158,13 +159,13 @@ class Checkpointer:
                                self.spark.createDataFrame(rows, GROUP_OFFSETS_SCHEMA))
 
     def latest_checkpoints(self, source_cluster: str, groups: Iterable[str],
-                           now: dt.datetime) -> dict[tuple, dict]:
+                           now: dt.datetime) -> dict[tuple, CheckpointRecord]:
         """The latest checkpoint per (group, direction, source topic, partition), in the window."""
         df = self.ledger.read(CHECKPOINTS).where(
             (F.col("source_cluster") == source_cluster) & F.col("group_id").isin(sorted(groups)))
         rows = history.latest(df, history.CHECKPOINT_KEY, "checkpointed_at",
                               self._since(now)).collect()
-        return {checkpoint_key(r): r.asDict() for r in rows}
+        return history.by_key(CheckpointRecord.from_rows(rows), history.checkpoint_key)
 
     def previous_checkpoints(self, source_cluster: str, groups: Iterable[str],
                              now: dt.datetime | None = None) -> dict[tuple, Previous]:
@@ -246,8 +247,8 @@ class Checkpointer:
         observed = (result.source_commits if result.source_live else []) + plan.target_commits
         complete = operation_id is not None  # an operation's evidence is never partial
         checkpoints = history.to_record(
-            result.checkpoints, plan.latest_checkpoints, key=history.CHECKPOINT_KEY,
-            value=history.CHECKPOINT_VALUE, at="checkpointed_at", now=plan.now,
+            result.checkpoints, plan.latest_checkpoints, key=history.checkpoint_key,
+            value=history.checkpoint_value, at=history.checkpoint_at, now=plan.now,
             refresh_hours=self.config.history_refresh_hours, complete=complete)
         # Two tables, two independent Delta commits: run them side by side.
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -255,7 +256,7 @@ class Checkpointer:
                                        plan.now, plan.latest_commits, complete)
             if checkpoints:
                 self.ledger.append(CHECKPOINTS, self.spark.createDataFrame(
-                    checkpoints, CHECKPOINTS_SCHEMA))
+                    records.rows(checkpoints), CHECKPOINTS_SCHEMA))
             observations.result()
         if self.config.emit_mm2_checkpoints and result.checkpoints:
             from pipelines.mm2 import emit as mm2_emit
@@ -319,29 +320,28 @@ class Checkpointer:
                 continue
             result.writes.extend(group_writes)
         result.resume_points = [
-            resume_point_row(w, operation_id=operation_id.get(w.group_id)
-                             if isinstance(operation_id, Mapping) else operation_id,
-                             reason=reason, cluster=flow.target,
-                             checkpoints_version=result.versions[CHECKPOINTS], now=now)
+            resume_point(w, operation_id=operation_id.get(w.group_id)
+                         if isinstance(operation_id, Mapping) else operation_id,
+                         reason=reason, cluster=flow.target,
+                         checkpoints_version=result.versions[CHECKPOINTS], now=now)
             for w in result.writes]
         if result.resume_points:
             self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
-                result.resume_points, RESUME_POINTS_SCHEMA))
+                records.rows(result.resume_points), RESUME_POINTS_SCHEMA))
 
 
-def resume_point_row(write: OffsetWrite, *, operation_id: str | None, reason: str, cluster: str,
-                     checkpoints_version: int | None, now: dt.datetime) -> dict:
+def resume_point(write: OffsetWrite, *, operation_id: str | None, reason: str, cluster: str,
+                 checkpoints_version: int | None, now: dt.datetime) -> ResumePoint:
+    """The resume point of a write Kafka accepted, naming the checkpoint it came from if any."""
     cp = write.checkpoint
-    return {
-        "resume_point_id": uuid.uuid4().hex, "operation_id": operation_id, "reason": reason,
-        "cluster": cluster, "group_id": write.group_id, "topic": write.topic,
-        "partition": write.partition, "offset": write.offset,
-        "previous_offset": write.previous_offset,
-        "checkpoint_id": cp.get("checkpoint_id"), "direction": cp.get("direction"),
-        "source_cluster": cp.get("source_cluster"), "source_topic": cp.get("source_topic"),
-        "source_offset": cp.get("source_offset"),
-        "offset_syncs_version": cp.get("offset_syncs_version"),
-        "checkpoints_version": checkpoints_version if cp.get("checkpoint_id") else None,
-        "written_at": now,
-    }
-
+    return ResumePoint(
+        resume_point_id=uuid.uuid4().hex, operation_id=operation_id, reason=reason,
+        cluster=cluster, group_id=write.group_id, topic=write.topic, partition=write.partition,
+        offset=write.offset, previous_offset=write.previous_offset,
+        checkpoint_id=None if cp is None else cp.checkpoint_id,
+        direction=None if cp is None else cp.direction,
+        source_cluster=None if cp is None else cp.source_cluster,
+        source_topic=None if cp is None else cp.source_topic,
+        source_offset=None if cp is None else cp.source_offset,
+        offset_syncs_version=None if cp is None else cp.offset_syncs_version,
+        checkpoints_version=None if cp is None else checkpoints_version, written_at=now)

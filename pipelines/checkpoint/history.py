@@ -26,8 +26,9 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import attrgetter, itemgetter
+from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -39,6 +40,14 @@ CHECKPOINT_KEY = ("group_id", "direction", "source_topic", "partition")
 CHECKPOINT_VALUE = ("source_offset", "target_offset", "status", "target_topic")
 COMMIT_KEY = ("cluster", "group_id", "topic", "partition")
 COMMIT_VALUE = ("committed_offset", "group_state")
+
+# Checkpoints are ``CheckpointRecord``s, observed commits ``group_offsets`` rows (dicts).
+checkpoint_key, checkpoint_value = attrgetter(*CHECKPOINT_KEY), attrgetter(*CHECKPOINT_VALUE)
+checkpoint_at = attrgetter("checkpointed_at")
+commit_key, commit_value = itemgetter(*COMMIT_KEY), itemgetter(*COMMIT_VALUE)
+commit_at = itemgetter("observed_at")
+
+T = TypeVar("T")
 
 
 def window_start(now: dt.datetime, refresh_hours: int) -> dt.datetime:
@@ -54,16 +63,16 @@ def latest(df: DataFrame, key: Sequence[str], at: str, since: dt.datetime | None
     return df.withColumn("_rank", F.row_number().over(w)).where("_rank = 1").drop("_rank")
 
 
-def to_record(rows: Iterable[Mapping[str, Any]], latest_rows: Mapping[tuple, Mapping[str, Any]],
-              *, key: Sequence[str], value: Sequence[str], at: str, now: dt.datetime,
-              refresh_hours: int, complete: bool) -> list[Mapping[str, Any]]:
+def to_record(rows: Iterable[T], latest_rows: Mapping[tuple, T], *, key: Callable[[T], Any],
+              value: Callable[[T], Any], at: Callable[[T], dt.datetime | None],
+              now: dt.datetime, refresh_hours: int, complete: bool) -> list[T]:
     """The rows a pass appends: changed, due for a refresh, or all of them when ``complete``.
 
     Args:
         rows: what the pass observed or computed.
-        latest_rows: the latest recorded row per key (inside the window).
-        key, value: the columns naming a row's key and the ones whose change is recorded.
-        at: the time column of the recorded rows.
+        latest_rows: the latest recorded row per ``key`` (inside the window).
+        key, value: a row's key, and the part of it whose change is recorded.
+        at: the time a recorded row was recorded.
         now: the pass's time.
         refresh_hours: a key is recorded again once its latest record is this old.
         complete: record every row (a failover or failback pass).
@@ -74,12 +83,12 @@ def to_record(rows: Iterable[Mapping[str, Any]], latest_rows: Mapping[tuple, Map
     refresh = dt.timedelta(hours=refresh_hours)
     out = []
     for row in rows:
-        before = latest_rows.get(tuple(row[c] for c in key))
-        if (before is None or any(row[c] != before[c] for c in value)
-                or before[at] is None or now - before[at] >= refresh):
+        before = latest_rows.get(key(row))
+        if (before is None or value(row) != value(before)
+                or at(before) is None or now - at(before) >= refresh):
             out.append(row)
     return out
 
 
-def by_key(rows: Iterable[Mapping[str, Any]], key: Sequence[str]) -> dict[tuple, Mapping[str, Any]]:
-    return {tuple(r[c] for c in key): r for r in rows}
+def by_key(rows: Iterable[T], key: Callable[[T], Any]) -> dict[Any, T]:
+    return {key(r): r for r in rows}

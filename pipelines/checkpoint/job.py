@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def summary(result: CheckpointResult) -> str:
     counts: dict[str, int] = {}
-    for row in result.checkpoints:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    for cp in result.checkpoints:
+        counts[cp.status] = counts.get(cp.status, 0) + 1
     status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"
     return (f"checkpoint {result.checkpoint_id[:12]} flow {result.flow}: "
             f"{len(result.checkpoints)} checkpoints ({status}); "

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: rendering needs no pyspark import
+    from ledger.records import CheckpointRecord
 
 
-def translation_rows(checkpoints: Iterable[Mapping]) -> list[dict]:
-    """The user-facing view of checkpoint rows; ``offset`` is None when untranslatable."""
+def translation_rows(checkpoints: Iterable[CheckpointRecord]) -> list[dict]:
+    """The user-facing view of checkpoints; ``offset`` is None when untranslatable."""
     return [{
-        "group": r["group_id"], "direction": r["direction"],
-        "from_cluster": r["source_cluster"], "topic": r["source_topic"],
-        "partition": r["partition"], "committed_offset": r["source_offset"],
-        "to_cluster": r["target_cluster"], "target_topic": r["target_topic"],
-        "offset": r["target_offset"], "status": r["status"], "reason": r["reason"],
-    } for r in checkpoints]
+        "group": cp.group_id, "direction": cp.direction,
+        "from_cluster": cp.source_cluster, "topic": cp.source_topic,
+        "partition": cp.partition, "committed_offset": cp.source_offset,
+        "to_cluster": cp.target_cluster, "target_topic": cp.target_topic,
+        "offset": cp.target_offset, "status": cp.status, "reason": cp.reason,
+    } for cp in checkpoints]
 
 
 def render(rows: list[dict], fmt: str = "table") -> str:

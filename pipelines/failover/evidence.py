@@ -25,6 +25,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 
 from ledger.config import Config
+from ledger.records import CheckpointRecord
 from ledger.schemas import (
     OPERATION_CHECKPOINTS,
     OPERATION_CHECKPOINTS_SCHEMA,
@@ -37,31 +38,31 @@ from ledger.tables import Ledger
 from pipelines.checkpoint.mapping import FORWARD
 
 
-def sync_partition(checkpoint: Mapping) -> tuple[str, str, int]:
-    """``(flow, original topic, partition)`` whose runs translate a checkpoint row.
+def sync_partition(checkpoint: CheckpointRecord) -> tuple[str, str, int]:
+    """``(flow, original topic, partition)`` whose runs translate a checkpoint.
 
     Forward: the group's topic is the original; reverse: its topic is the replica and the
     original is the checkpoint's target topic.
     """
-    topic = (checkpoint["source_topic"] if checkpoint["direction"] == FORWARD
-             else checkpoint["target_topic"])
-    return checkpoint["flow"], topic, int(checkpoint["partition"])
+    topic = (checkpoint.source_topic if checkpoint.direction == FORWARD
+             else checkpoint.target_topic)
+    return checkpoint.flow, topic, checkpoint.partition
 
 
-def checkpoint_rows(checkpoints: Iterable[Mapping], operation_ids: Mapping[str, str],
+def checkpoint_rows(checkpoints: Iterable[CheckpointRecord], operation_ids: Mapping[str, str],
                     checkpoints_version: int) -> list[dict]:
     """The operation_checkpoints rows: each checkpoint of a group that has an operation."""
-    return [{**dict(cp), "operation_id": operation_ids[cp["group_id"]],
+    return [{**cp.to_row(), "operation_id": operation_ids[cp.group_id],
              "checkpoints_version": checkpoints_version}
-            for cp in checkpoints if cp["group_id"] in operation_ids]
+            for cp in checkpoints if cp.group_id in operation_ids]
 
 
-def run_rows(checkpoints: Iterable[Mapping], operation_ids: Mapping[str, str],
+def run_rows(checkpoints: Iterable[CheckpointRecord], operation_ids: Mapping[str, str],
              stores: Mapping[str, OffsetSyncStore], config: Config,
              now: dt.datetime) -> list[dict]:
     """The operation_runs rows: per operation and flow partition, the store's spans."""
-    wanted = sorted({(operation_ids[cp["group_id"]], *sync_partition(cp))
-                     for cp in checkpoints if cp["group_id"] in operation_ids})
+    wanted = sorted({(operation_ids[cp.group_id], *sync_partition(cp))
+                     for cp in checkpoints if cp.group_id in operation_ids})
     rows = []
     for operation_id, flow_name, topic, partition in wanted:
         store = stores.get(flow_name)
@@ -74,15 +75,19 @@ def run_rows(checkpoints: Iterable[Mapping], operation_ids: Mapping[str, str],
     return rows
 
 
-def record(ledger: Ledger, config: Config, checkpoints: list[Mapping],
+def record(ledger: Ledger, config: Config, checkpoints: Iterable[CheckpointRecord | Mapping],
            operation_ids: Mapping[str, str], stores: Mapping[str, OffsetSyncStore],
            checkpoints_version: int, now: dt.datetime) -> None:
-    """Append the evidence of ``operation_ids``' operations (before their operations rows)."""
+    """Append the evidence of ``operation_ids``' operations (before their operations rows).
+
+    ``checkpoints`` may also be ``checkpoints`` rows (fixtures that write the table directly).
+    """
     spark = ledger.spark
-    runs = run_rows(checkpoints, operation_ids, stores, config, now)
+    cps = CheckpointRecord.from_rows(checkpoints)
+    runs = run_rows(cps, operation_ids, stores, config, now)
     if runs:
         ledger.append(OPERATION_RUNS, spark.createDataFrame(runs, OPERATION_RUNS_SCHEMA))
-    rows = checkpoint_rows(checkpoints, operation_ids, checkpoints_version)
+    rows = checkpoint_rows(cps, operation_ids, checkpoints_version)
     if rows:
         ledger.append(OPERATION_CHECKPOINTS,
                       spark.createDataFrame(rows, OPERATION_CHECKPOINTS_SCHEMA))

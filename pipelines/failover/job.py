@@ -36,8 +36,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
+from ledger import records
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
+from ledger.records import Operation
 from ledger.schemas import (
     CHECKPOINTS,
     GROUP_OFFSETS,
@@ -54,7 +56,7 @@ from pipelines.checkpoint.engine import (
     Checkpointer,
     CheckpointPlan,
     CheckpointResult,
-    resume_point_row,
+    resume_point,
     utcnow,
 )
 from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
@@ -288,8 +290,7 @@ class Mover:
             if latest:
                 self.write_latest(plan, result, operation_ids, kind)
             written = {(w.group_id, w.topic, w.partition) for w in result.writes} | {
-                (s[0]["group_id"], s[0]["target_topic"], s[0]["partition"])
-                for s in result.skipped}
+                (cp.group_id, cp.target_topic, cp.partition) for cp, _ in result.skipped}
             starts = self.start_offsets(groups, target, subscribe, written)
             self.write_starts(starts, operation_ids, kind, target)
             evidence.record(self.ledger, self.config, result.checkpoints, operation_ids,
@@ -310,11 +311,11 @@ class Mover:
             raise OffsetLedgerError(
                 f"group(s) {', '.join(missing)} have no committed offsets on {source}"
                 + ("" if live else " recorded in the ledger"))
-        untranslatable = [r for r in plan.result.checkpoints if r["target_offset"] is None]
+        untranslatable = [cp for cp in plan.result.checkpoints if not cp.translated]
         if untranslatable and not options.allow_untranslatable:
             raise UntranslatableError(
                 f"{len(untranslatable)} partition(s) of group(s) "
-                f"{', '.join(sorted({r['group_id'] for r in untranslatable}))} cannot be "
+                f"{', '.join(sorted({cp.group_id for cp in untranslatable}))} cannot be "
                 "translated; nothing was written:\n"
                 + render(translation_rows(untranslatable)))
 
@@ -327,30 +328,31 @@ class Mover:
         """
         target = plan.flow.target
         cluster = self.config.cluster(target)
-        rows = [r for r in result.checkpoints if r["target_offset"] is not None]
-        ends = kafka_admin.end_offsets(cluster, {(r["target_topic"], r["partition"])
-                                                 for r in rows})
+        translated = [cp for cp in result.checkpoints if cp.translated]
+        ends = kafka_admin.end_offsets(cluster, {(cp.target_topic, cp.partition)
+                                                 for cp in translated})
         existing = {(c.group_id, c.topic, c.partition): c.offset for c in plan.target_commits}
-        for group in sorted({r["group_id"] for r in rows}):
+        for group in sorted({cp.group_id for cp in translated}):
             writes = []
-            for r in rows:
-                key = (group, r["target_topic"], r["partition"])
+            for cp in translated:
+                key = (group, cp.target_topic, cp.partition)
                 end = ends[key[1:]]
-                if r["group_id"] == group and existing.get(key, -1) < end:
+                if cp.group_id == group and existing.get(key, -1) < end:
                     # Not a translation: no checkpoint stands behind this resume point.
-                    writes.append(OffsetWrite(group, key[1], key[2], end, existing.get(key), {}))
+                    writes.append(OffsetWrite(group, key[1], key[2], end, existing.get(key),
+                                              None))
             if writes:
                 kafka_admin.alter_group_offsets(
                     cluster, group, {(w.topic, w.partition): w.offset for w in writes})
                 result.writes.extend(writes)
         now = utcnow()
-        points = [resume_point_row(w, operation_id=operation_ids[w.group_id],
-                                   reason=kind, cluster=target,
-                                   checkpoints_version=result.versions[CHECKPOINTS], now=now)
+        points = [resume_point(w, operation_id=operation_ids[w.group_id],
+                               reason=kind, cluster=target,
+                               checkpoints_version=result.versions[CHECKPOINTS], now=now)
                   for w in result.writes]
         if points:
             self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
-                points, RESUME_POINTS_SCHEMA))
+                records.rows(points), RESUME_POINTS_SCHEMA))
         result.versions[RESUME_POINTS] = self.ledger.version(RESUME_POINTS)
 
     def start_offsets(self, groups: list[str], target: str, subscribe: dict[str, list[str]],
@@ -373,7 +375,7 @@ class Mover:
             for (topic, partition), low in sorted(lows.items()):
                 if (topic in subscribe[group] and (topic, partition) not in existing
                         and (group, topic, partition) not in written):
-                    writes.append(OffsetWrite(group, topic, partition, low, None, {}))
+                    writes.append(OffsetWrite(group, topic, partition, low, None, None))
         return writes
 
     def write_starts(self, starts: list[OffsetWrite], operation_ids: dict[str, str], kind: str,
@@ -384,11 +386,11 @@ class Mover:
                 (w.topic, w.partition): w.offset for w in starts if w.group_id == group})
         if starts:
             now = utcnow()
-            rows = [resume_point_row(w, operation_id=operation_ids[w.group_id], reason=kind,
-                                     cluster=target, checkpoints_version=None, now=now)
-                    for w in starts]
+            points = [resume_point(w, operation_id=operation_ids[w.group_id], reason=kind,
+                                   cluster=target, checkpoints_version=None, now=now)
+                      for w in starts]
             self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
-                rows, RESUME_POINTS_SCHEMA))
+                records.rows(points), RESUME_POINTS_SCHEMA))
 
     def record_operations(self, kind: str, groups: list[str], source: str, target: str,
                           result: CheckpointResult, subscribe: dict[str, list[str]],
@@ -397,21 +399,21 @@ class Mover:
         """One row per group, every row with the same ledger versions."""
         resume_version = self.ledger.version(RESUME_POINTS)
         ready = utcnow()
-        rows = [{
-            "operation_id": operation_ids[g], "kind": kind, "group_id": g,
-            "from_cluster": source, "to_cluster": target, "status": "completed",
-            "subscribe_topics": subscribe[g],
-            "offset_syncs_version": result.versions.get(OFFSET_SYNCS),
-            "checkpoints_version": result.versions.get(CHECKPOINTS),
-            "group_offsets_version": result.versions.get(GROUP_OFFSETS),
-            "resume_points_version": resume_version,
-            "reverse_checkpointing": any(r["direction"] == "reverse" and r["group_id"] == g
-                                         for r in result.checkpoints),
-            "started_at": started, "ready_at": ready, "seconds_to_ready": seconds,
-            "message": (f"{source} declared lost (--disaster): recorded commits used"
-                        if not live else "cutoff" if mode == "cutoff" else None),
-        } for g in groups]
-        self.ledger.append(OPERATIONS, self.spark.createDataFrame(rows, OPERATIONS_SCHEMA))
+        operations = [Operation(
+            operation_id=operation_ids[g], kind=kind, group_id=g, from_cluster=source,
+            to_cluster=target, status="completed", subscribe_topics=tuple(subscribe[g]),
+            offset_syncs_version=result.versions.get(OFFSET_SYNCS),
+            checkpoints_version=result.versions.get(CHECKPOINTS),
+            group_offsets_version=result.versions.get(GROUP_OFFSETS),
+            resume_points_version=resume_version,
+            reverse_checkpointing=any(cp.direction == "reverse" and cp.group_id == g
+                                      for cp in result.checkpoints),
+            started_at=started, ready_at=ready, seconds_to_ready=seconds,
+            message=(f"{source} declared lost (--disaster): recorded commits used"
+                     if not live else "cutoff" if mode == "cutoff" else None),
+        ) for g in groups]
+        self.ledger.append(OPERATIONS, self.spark.createDataFrame(
+            records.rows(operations), OPERATIONS_SCHEMA))
         result.versions[OPERATIONS] = self.ledger.version(OPERATIONS)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pyspark.sql import functions as F
 
 from ledger.config import Config
+from ledger.records import ProgressRecord
 from ledger.schemas import REPLICATION_PROGRESS
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
@@ -120,11 +121,10 @@ class Coverage:
         """``replication_progress``: one small row per partition, answers most needs."""
         if not flows or not self.ledger.exists(REPLICATION_PROGRESS):
             return {}
-        rows = (self.ledger.read(REPLICATION_PROGRESS)
-                .where(F.col("flow").isin(sorted(flows)))
-                .select("flow", "topic", "partition", "next_upstream_offset").collect())
-        return {(r["flow"], r["topic"], r["partition"]): r["next_upstream_offset"]
-                for r in rows if r["next_upstream_offset"] is not None}
+        progress = ProgressRecord.from_rows(self.ledger.read(REPLICATION_PROGRESS)
+                                            .where(F.col("flow").isin(sorted(flows))).collect())
+        return {(p.flow, p.topic, p.partition): p.next_upstream_offset
+                for p in progress if p.next_upstream_offset is not None}
 
     def _stores(self, needs: list[Need]) -> dict[str, OffsetSyncStore]:
         """Each flow's spans, of the needed partitions only."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ledger.records import CheckpointRecord
 from pipelines.checkpoint.compute import OffsetWrite
 from pipelines.checkpoint.engine import CheckpointResult
 from pipelines.checkpoint.report import render, translation_rows
@@ -32,6 +33,10 @@ class OperationResult:
     replication_lag: int = 0
 
     @property
+    def checkpoints(self) -> list[CheckpointRecord]:
+        return [cp for cp in self.checkpoint.checkpoints if cp.group_id == self.group]
+
+    @property
     def writes(self) -> list[OffsetWrite]:
         return [w for w in self.checkpoint.writes if w.group_id == self.group]
 
@@ -41,8 +46,7 @@ class OperationResult:
             "from": self.source, "to": self.target, "dry_run": self.dry_run, "mode": self.mode,
             "subscribe": self.subscribe, "seconds_to_ready": round(self.seconds_to_ready, 3),
             "replication_lag_records": self.replication_lag,
-            "translations": translation_rows(c for c in self.checkpoint.checkpoints
-                                             if c["group_id"] == self.group),
+            "translations": translation_rows(self.checkpoints),
             "offsets_written": [
                 {"topic": w.topic, "partition": w.partition, "offset": w.offset,
                  "previous_offset": w.previous_offset}
@@ -64,8 +68,7 @@ def print_result(results: list[OperationResult], fmt: str) -> None:
               f"({result.mode}): group {result.group} {result.source} -> {result.target}, "
               f"ready in {result.seconds_to_ready:.1f}s")
         print(f"subscribe on {result.target}: {', '.join(result.subscribe)}")
-        print(render(translation_rows(c for c in result.checkpoint.checkpoints
-                                      if c["group_id"] == result.group)))
+        print(render(translation_rows(result.checkpoints)))
         for w in result.start_writes:
             print(f"{result.group} {verb} at {result.target}:{w.topic}[{w.partition}] offset "
                   f"{w.offset} (log start: never consumed by this group)")

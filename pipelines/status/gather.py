@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from ledger.config import Config, FlowConfig
 from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
+from ledger.records import ProgressRecord
 from ledger.schemas import CHECKPOINTS, OPERATIONS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
 from pipelines import kafka_admin
@@ -146,14 +147,14 @@ class Gatherer:
             state = read_flow_state(self.ledger, flow.name, tps)
         status.last_run = state.newest_written_at
         with _timed(f"{flow.name} progress"):
-            progress = {(r["topic"], r["partition"]): r for r in progress_view(
-                self.ledger.read(REPLICATION_PROGRESS), [flow.name]).collect()}
+            progress = {(p.topic, p.partition): p for p in ProgressRecord.from_rows(progress_view(
+                self.ledger.read(REPLICATION_PROGRESS), [flow.name]).collect())}
         recorded: dict[TP, int] = {}
         for tp in tps:
             ends_at = [state.tails[tp].upstream_end] if tp in state.tails else []
             row = progress.get(tp)
-            if row is not None and row["next_upstream_offset"] is not None:
-                ends_at.append(int(row["next_upstream_offset"]))  # MM2's Connect offsets
+            if row is not None and row.next_upstream_offset is not None:
+                ends_at.append(row.next_upstream_offset)  # MM2's Connect offsets
             if ends_at:
                 recorded[tp] = max(ends_at)
         lows = start_offsets(source, [tp for tp in tps if tp not in recorded])
@@ -163,8 +164,8 @@ class Gatherer:
                 topic=tp[0], replica_topic=self.policy.remote_topic(flow.source, tp[0]),
                 partition=tp[1], end=ends[tp], replicated_to=recorded.get(tp, lows.get(tp, 0)),
                 has_runs=tp in recorded,
-                newest_record=_utc(row["newest_record_timestamp"]) if row else None,
-                last_run=_utc(row["updated_at"]) if row else None))
+                newest_record=_utc(row.newest_record_timestamp) if row else None,
+                last_run=_utc(row.updated_at) if row else None))
         behind = {(p.topic, p.partition): (p.replicated_to, p.end)
                   for p in status.partitions if p.lag > 0}
         if behind:

@@ -15,10 +15,9 @@ from pyspark.sql import functions as F
 
 
 def progress_view(progress: DataFrame, flows: Iterable[str]) -> DataFrame:
-    """``replication_progress`` rows of ``flows``: where each partition got, and when."""
-    return (progress.where(F.col("flow").isin(sorted(set(flows))))
-            .select("flow", "topic", "partition", "next_upstream_offset",
-                    "newest_record_timestamp", "updated_at"))
+    """``replication_progress`` rows of ``flows`` (one per partition, read as
+    ``ProgressRecord``s): where each partition got, and when."""
+    return progress.where(F.col("flow").isin(sorted(set(flows))))
 
 
 def newest_checkpoints(checkpoints: DataFrame, groups: Iterable[str],

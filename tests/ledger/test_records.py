@@ -39,6 +39,17 @@ def test_operation_subscribe_topics_list_in_row_tuple_in_record():
     assert records.Operation.from_row(row) == op
 
 
+def test_from_rows_passes_records_through_and_replace_copies():
+    cp = records.CheckpointRecord(
+        "c1", "P->B", "forward", "G", "P", "Payments", 0, 42, "B", "P.Payments", 40,
+        "translated", None, False, 7, NOW)
+    assert records.CheckpointRecord.from_rows([cp, cp.to_row()]) == [cp, cp]
+    held = cp.replace(status="held", target_offset=41)
+    assert (held.status, held.target_offset, cp.status, cp.target_offset) == (
+        "held", 41, "translated", 40)
+    assert records.rows([cp]) == [cp.to_row()]
+
+
 def test_from_row_names_missing_columns():
     with pytest.raises(ValueError, match="lacks"):
         records.ProgressRecord.from_row({"flow": "P->B"})

@@ -14,6 +14,7 @@ import time
 import pytest
 import yaml
 
+from ledger.records import Operation
 from ledger.schemas import OFFSET_SYNCS, OPERATION_CHECKPOINTS, OPERATION_RUNS, OPERATIONS
 from ledger.tables import Ledger
 from pipelines import cli, kafka_admin
@@ -62,16 +63,16 @@ def test_operation_past_the_horizon_is_audited_from_its_recorded_evidence(
                      "--config", config.path]) == 0
 
     ledger = Ledger(spark, config.ledger_location)
-    operations = {r["kind"]: r.asDict() for r in ledger.read(OPERATIONS).collect()}
+    operations = {o.kind: o for o in Operation.from_rows(ledger.read(OPERATIONS).collect())}
     failback = operations["failback"]
-    op_id = failback["operation_id"]
+    op_id = failback.operation_id
     # The evidence is written with the operation, at the versions the operation records.
     evidence = ledger.read(OPERATION_CHECKPOINTS).where(f"operation_id = '{op_id}'").collect()
-    assert {r["checkpoints_version"] for r in evidence} == {failback["checkpoints_version"]}
+    assert {r["checkpoints_version"] for r in evidence} == {failback.checkpoints_version}
     assert {r["direction"] for r in evidence} == {"reverse"}
     spans = ledger.read(OPERATION_RUNS).where(f"operation_id = '{op_id}'").collect()
     assert {(r["topic"], r["partition"]) for r in spans} == {(topic, 0), (topic, 1)}
-    assert {r["offset_syncs_version"] for r in spans} == {failback["offset_syncs_version"]}
+    assert {r["offset_syncs_version"] for r in spans} == {failback.offset_syncs_version}
 
     # Inside the horizon: time travel; --evidence gives the same answers from the evidence.
     travelled = audit_json(config.path, capsys, "--operation", op_id)
@@ -96,7 +97,7 @@ def test_operation_past_the_horizon_is_audited_from_its_recorded_evidence(
     assert cli.main(maintain) == 0
     # The premise: time travel to the failback's offset_syncs version no longer works.
     with pytest.raises(Exception, match=r"(?i)not found|does not exist|no such file"):
-        ledger.read(OFFSET_SYNCS, version=failback["offset_syncs_version"]).collect()
+        ledger.read(OFFSET_SYNCS, version=failback.offset_syncs_version).collect()
     assert past_horizon(ledger, [failback]) == [op_id]
 
     expired = audit_json(config.path, capsys, "--operation", op_id)

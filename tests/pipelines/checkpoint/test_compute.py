@@ -11,10 +11,12 @@ from ledger.store import OffsetSyncStore
 from ledger.translation import Run
 from pipelines.checkpoint.compute import (
     Commit,
+    OffsetWrite,
     Previous,
     compute_checkpoints,
     decide_offset_writes,
 )
+from pipelines.checkpoint.engine import resume_point
 from pipelines.checkpoint.mapping import FORWARD, REVERSE, map_topic, subscribe_topics
 
 pytestmark = pytest.mark.unit
@@ -69,15 +71,15 @@ def checkpoints(commits, previous=None, runs=((100, 500, 4), (110, 504, 2))):
 
 def test_forward_checkpoints_follow_the_design_example():
     rows = checkpoints([Commit("P", "G", "Payments", 0, x) for x in (102, 105, 112)])
-    assert [(r["source_offset"], r["target_offset"], r["status"]) for r in rows] == [
+    assert [(r.source_offset, r.target_offset, r.status) for r in rows] == [
         (102, 502, "translated"), (105, 504, "translated"), (112, 506, "translated")]
-    assert {r["offset_syncs_version"] for r in rows} == {3}
+    assert {r.offset_syncs_version for r in rows} == {3}
 
 
 def test_untranslatable_has_no_offset_and_a_reason():
     (row,) = checkpoints([Commit("P", "G", "Payments", 0, 50)])
-    assert row["target_offset"] is None and row["status"] == "untranslatable"
-    assert "before the first replicated record" in row["reason"]
+    assert row.target_offset is None and row.status == "untranslatable" and not row.translated
+    assert "before the first replicated record" in row.reason
 
 
 def test_never_backwards_unless_the_group_rewound():
@@ -85,10 +87,10 @@ def test_never_backwards_unless_the_group_rewound():
     # Previous checkpoint said 505 for source 111; now the group is still at 111 but the
     # translation (e.g. after a rewind of the replicator) says less: hold.
     (held,) = checkpoints([Commit("P", "G", "Payments", 0, 111)], {key: Previous(111, 506)})
-    assert (held["status"], held["target_offset"]) == ("held", 506)
+    assert (held.status, held.target_offset) == ("held", 506)
     # The group itself rewound to 101: the checkpoint moves back with it.
     (rewound,) = checkpoints([Commit("P", "G", "Payments", 0, 101)], {key: Previous(111, 505)})
-    assert (rewound["status"], rewound["target_offset"], rewound["group_rewound"]) == (
+    assert (rewound.status, rewound.target_offset, rewound.group_rewound) == (
         "translated", 501, True)
 
 
@@ -97,6 +99,24 @@ def test_offset_sync_never_rewinds_and_skips_untranslatable():
                         Commit("P", "K", "Payments", 0, 3)])
     writes, skipped = decide_offset_writes(rows, {("H", "P.Payments", 0): 900})
     assert [(w.group_id, w.offset, w.previous_offset) for w in writes] == [("G", 506, None)]
-    reasons = {row["group_id"]: why for row, why in skipped}
+    reasons = {cp.group_id: why for cp, why in skipped}
     assert reasons["H"].startswith("never rewind")
     assert reasons["K"].startswith("untranslatable")
+    assert writes[0].checkpoint is rows[0]
+
+
+def test_a_resume_point_names_its_checkpoint_or_nothing():
+    (cp,) = checkpoints([Commit("P", "G", "Payments", 0, 112)])
+    (write,), _ = decide_offset_writes([cp], {})
+    point = resume_point(write, operation_id="op", reason="failover", cluster="B",
+                         checkpoints_version=9, now=NOW)
+    assert (point.checkpoint_id, point.direction, point.source_topic, point.source_offset,
+            point.offset_syncs_version, point.checkpoints_version) == (
+        "c1", FORWARD, "Payments", 112, 3, 9)
+    assert (point.group_id, point.topic, point.partition, point.offset) == (
+        "G", "P.Payments", 0, 506)
+    start = OffsetWrite("G", "Payments", 1, 0, None, None)  # a log start: no translation
+    point = resume_point(start, operation_id="op", reason="failover", cluster="B",
+                         checkpoints_version=9, now=NOW)
+    assert (point.checkpoint_id, point.source_offset, point.checkpoints_version) == (
+        None, None, None)

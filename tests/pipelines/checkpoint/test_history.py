@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from operator import itemgetter
 
 import pytest
 
+from ledger.records import CheckpointRecord
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS
 from ledger.tables import Ledger
 from pipelines import cli, kafka_admin
@@ -22,8 +24,10 @@ def row(group: str, partition: int, offset: int, at: dt.datetime | None = None) 
 
 
 def record(rows, latest, *, complete=False, now=NOW, refresh_hours=24):
-    return history.to_record(rows, history.by_key(latest, KEY), key=KEY, value=VALUE, at="at",
-                             now=now, refresh_hours=refresh_hours, complete=complete)
+    key = itemgetter(*KEY)
+    return history.to_record(rows, history.by_key(latest, key), key=key,
+                             value=itemgetter(*VALUE), at=itemgetter("at"), now=now,
+                             refresh_hours=refresh_hours, complete=complete)
 
 
 @pytest.mark.unit
@@ -47,6 +51,24 @@ def test_an_unchanged_key_is_recorded_again_once_its_record_is_as_old_as_the_ref
 def test_an_operation_pass_records_everything():
     before = [row("g", 0, 10, NOW - dt.timedelta(minutes=1))]
     assert record([row("g", 0, 10)], before, complete=True) == [row("g", 0, 10)]
+
+
+@pytest.mark.unit
+def test_checkpoints_are_compared_by_their_key_and_values():
+    cp = CheckpointRecord("c1", "P->B", "forward", "g", "P", "T", 0, 10, "B", "P.T", 10,
+                          "translated", None, False, 3, NOW - dt.timedelta(minutes=1))
+    latest = history.by_key([cp], history.checkpoint_key)
+    assert list(latest) == [("g", "forward", "T", 0)]
+    again = cp.replace(checkpoint_id="c2", offset_syncs_version=4, checkpointed_at=NOW)
+    moved = again.replace(source_offset=11, target_offset=11)
+
+    def passes(rows):
+        return history.to_record(rows, latest, key=history.checkpoint_key,
+                                 value=history.checkpoint_value, at=history.checkpoint_at,
+                                 now=NOW, refresh_hours=24, complete=False)
+
+    assert passes([again]) == []  # another pass, same translation: nothing to record
+    assert passes([moved]) == [moved]
 
 
 @pytest.mark.unit
