@@ -47,7 +47,7 @@ from pipelines import kafka_admin
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-MM2_DIR = Path(os.environ.get("OFFSET_LEDGER_MM2_PEER", ROOT.parent.parent / "shared/peers/mm2"))
+MM2_DIR = Path(os.environ.get("OFFSET_LEDGER_MM2_PEER", ROOT.parent / "shared/peers/mm2"))
 MM2_JARS = Path(os.environ.get("OFFSET_LEDGER_JARS_DIR", ROOT / "jars")) / "mm2"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

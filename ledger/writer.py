@@ -39,6 +39,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ledger.records import ProgressRecord
 from ledger.translation import Run
 
 __all__ = [
@@ -187,8 +188,8 @@ def sync_rows(*, flow: str, source_cluster: str, target_cluster: str,
 
 def progress_row(*, flow: str, summary: PartitionSummary,
                  source_end_offsets: Mapping[tuple[str, int], int], batch_id: int,
-                 updated_at: dt.datetime) -> tuple:
-    """A ``replication_progress`` row (schema column order) for one topic-partition.
+                 updated_at: dt.datetime) -> ProgressRecord:
+    """The ``replication_progress`` record of one topic-partition after a batch.
 
     ``lag`` is the number of offsets between where replication resumes and the source's end
     (never negative: the end offset is read after the batch and only grows); the record age is
@@ -202,5 +203,8 @@ def progress_row(*, flow: str, summary: PartitionSummary,
     if summary.newest_timestamp_ms is not None:
         newest = dt.datetime.fromtimestamp(summary.newest_timestamp_ms / 1000, dt.UTC)
         age_ms = max(0, int((updated_at - newest).total_seconds() * 1000))
-    return (flow, summary.topic, summary.replica_topic, summary.partition, last, last + 1, end,
-            lag, newest, age_ms, batch_id, updated_at)
+    return ProgressRecord(flow=flow, topic=summary.topic, replica_topic=summary.replica_topic,
+                          partition=summary.partition, last_upstream_offset=last,
+                          next_upstream_offset=last + 1, source_end_offset=end, lag=lag,
+                          newest_record_timestamp=newest, record_age_ms=age_ms,
+                          batch_id=batch_id, updated_at=updated_at)

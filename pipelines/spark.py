@@ -141,7 +141,7 @@ def _log4j_file(state: Path) -> Path:
 
 
 def _local_session(app_name: str, master: str | None, ui: bool | None,
-                   extra_conf: dict[str, str] | None) -> SparkSession:
+                   extra_conf: dict[str, str] | None, java_options: str = "") -> SparkSession:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -176,7 +176,8 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.extraJavaOptions",
-                f"-Dderby.system.home={state / 'derby'} -Dlog4j2.configurationFile=file:{log4j}")
+                f"-Dderby.system.home={state / 'derby'} -Dlog4j2.configurationFile=file:{log4j}"
+                f"{' ' + java_options if java_options else ''}")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("OFFSET_LEDGER_DRIVER_MEMORY", "2g"))
     )
@@ -188,11 +189,13 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
 
 
 def get_spark(app_name: str = "offset-ledger", *, master: str | None = None,
-              ui: bool | None = None, extra_conf: dict[str, str] | None = None) -> SparkSession:
+              ui: bool | None = None, extra_conf: dict[str, str] | None = None,
+              java_options: str = "") -> SparkSession:
     """The runtime's SparkSession (see the module invariants), or a new local one with Delta.
 
-    ``master``, ``ui`` and ``extra_conf`` apply to the local fallback only: under spark-submit
-    or on Databricks the launcher's settings are never overridden.
+    ``master``, ``ui``, ``extra_conf`` and ``java_options`` (added to the driver JVM's options)
+    apply to the local fallback only: under spark-submit or on Databricks the launcher's
+    settings are never overridden.
     """
     try:
         from pyspark.sql import SparkSession
@@ -204,6 +207,6 @@ def get_spark(app_name: str = "offset-ledger", *, master: str | None = None,
     elif SparkSession is not None and _under_launcher():
         spark = _launched_session(app_name)
     else:
-        spark = _local_session(app_name, master, ui, extra_conf)
+        spark = _local_session(app_name, master, ui, extra_conf, java_options)
     check_version("Spark", spark.version)
     return spark

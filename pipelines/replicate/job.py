@@ -58,6 +58,8 @@ from typing import Any
 
 from ledger.config import Config, FlowConfig, load_config
 from ledger.errors import OffsetLedgerError
+from ledger.records import ProgressRecord
+from ledger.records import rows as record_rows
 from ledger.schemas import (
     OFFSET_SYNCS,
     OFFSET_SYNCS_SCHEMA,
@@ -77,23 +79,13 @@ log = logging.getLogger(__name__)
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_REFRESH_S = 300.0
 DEFAULT_UNTIL_TIMEOUT_S = 120.0
+# The local driver JVM's options (ignored under spark-submit and on Databricks).
+LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 TP = plan.TP
 
 
 class ReplicationError(OffsetLedgerError):
     """A batch could not be recorded (the ledger append or MERGE failed, ...)."""
-
-
-@dataclass(frozen=True)
-class PartitionProgress:
-    topic: str
-    replica_topic: str
-    partition: int
-    last_upstream_offset: int
-    source_end_offset: int | None
-    lag: int | None
-    newest_record_timestamp: dt.datetime | None
-    record_age_ms: int | None
 
 
 @dataclass
@@ -106,7 +98,7 @@ class ReplicationResult:
     batches: int = 0
     records_copied: int = 0
     runs_written: int = 0
-    progress: dict[tuple[str, int], PartitionProgress] = field(default_factory=dict)
+    progress: dict[tuple[str, int], ProgressRecord] = field(default_factory=dict)
     copy_seconds: float = 0.0
     ledger_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -121,9 +113,14 @@ class ReplicationResult:
 
 
 class FlowReplicator:
-    """The driver's state for one flow: topics, positions, batch numbers, the ledger."""
+    """The driver's state for one flow: topics, positions, batch numbers, the ledger.
 
-    def __init__(self, spark: Any, config: Config, flow_name: str, *,
+    Spark is started only when a batch has something to copy (``spark=None``): topic work and
+    planning need the clusters and a read of the ledger, which a path ledger answers without a
+    JVM (``state.read_flow_state_direct``). A pass that finds nothing to do never starts one.
+    """
+
+    def __init__(self, spark: Any | None, config: Config, flow_name: str, *,
                  max_records_per_batch: int | None = None,
                  max_bytes_per_partition: int = plan.DEFAULT_MAX_BYTES_PER_PARTITION) -> None:
         self.spark = spark
@@ -141,6 +138,33 @@ class FlowReplicator:
         self._background = ThreadPoolExecutor(max_workers=1,
                                               thread_name_prefix="offset-ledger-progress")
         self._progress_write: Future[None] | None = None
+        self._tables_verified = False
+
+    # --- Spark and the ledger, when first needed ---------------------------------------------
+
+    def session(self) -> Any:
+        if self.spark is None:
+            from pipelines.spark import get_spark
+
+            # The driver JVM only plans and writes small Delta commits: the quick compiler and
+            # the serial collector start it with a fraction of the CPU (record bytes never
+            # enter it).
+            self.spark = get_spark("offset-ledger-replicate", java_options=LEAN_JVM)
+        _use_driver_python_locally(self.spark)
+        return self.spark
+
+    def _open_ledger(self) -> Ledger:
+        ledger = Ledger(self.session(), self.config.ledger_location)
+        if not self._tables_verified:  # else the two tables written here were read already
+            ledger.init()
+        _warn_if_speculative(ledger.spark)
+        return ledger
+
+    def ledger_now(self) -> Ledger:
+        """The initialised ledger (its tables created or checked on the first call)."""
+        if self.ledger is None:
+            self.ledger = self._open_ledger()
+        return self.ledger
 
     # --- topics ----------------------------------------------------------------------------
 
@@ -153,11 +177,6 @@ class FlowReplicator:
             kafka_admin.check_reachable(self.config.cluster(alias))
         plans = topics.plan_topics(self.config, self.flow)
         report = topics.ensure_replicas(self.config, self.flow, plans)
-        if self.ledger is None:
-            _use_driver_python_locally(self.spark)
-            _warn_if_speculative(self.spark)
-            self.ledger = Ledger(self.spark, self.config.ledger_location)
-            self.ledger.init()
         self.heartbeat()
         self.broken = dict(report.errors)
         healthy = [p for p in plans if p.topic not in self.broken]
@@ -181,8 +200,12 @@ class FlowReplicator:
             log.warning("flow %s: heartbeat not written: %s", self.flow.name, exc)
 
     def _place(self, partitions: list[TP]) -> None:
-        assert self.ledger is not None
-        flow_state = state.read_flow_state(self.ledger, self.flow.name, partitions)
+        flow_state = state.read_flow_state_direct(self.config.ledger_location, self.flow.name,
+                                                  partitions)
+        if flow_state is None:
+            flow_state = state.read_flow_state(self.ledger_now(), self.flow.name, partitions)
+        elif self.ledger is None:
+            self._tables_verified = flow_state.tables_verified
         self.last_batch = max(self.last_batch, flow_state.last_batch)
         if flow_state.newest_written_at and (self.last_written_at is None or
                                              flow_state.newest_written_at > self.last_written_at):
@@ -208,15 +231,18 @@ class FlowReplicator:
 
     def run_batch(self, targets: Mapping[TP, int], ends: Mapping[TP, int]) -> int:
         """Copy one bounded batch towards ``targets`` and record it; the ranges planned."""
-        assert self.ledger is not None
         ranges = plan.plan_batch(self.positions, targets, self.replicas, self.max_records)
         if not ranges:
             return 0
-        groups = plan.group_for_tasks(ranges, self.spark.sparkContext.defaultParallelism)
+        spark = self.session()
+        # The first batch's copy runs before the ledger's tables are opened with Spark (they
+        # are when its runs are recorded): the copy has the machine to itself, and the
+        # tables it reads were already read without a JVM, so a damaged ledger failed earlier.
+        groups = plan.group_for_tasks(ranges, _task_slots(spark))
         task = copy_ranges(source.consumer_config(self.config.cluster(self.flow.source).properties),
                            sink.producer_config(self.config.cluster(self.flow.target).properties),
                            self.max_bytes)
-        sc = self.spark.sparkContext
+        sc = spark.sparkContext
         sc.setJobDescription(f"offset-ledger replicate {self.flow.name}: {len(ranges)} range(s)")
         started = time.perf_counter()
         results: list[RangeResult] = sc.parallelize(groups, len(groups)).mapPartitions(
@@ -243,7 +269,7 @@ class FlowReplicator:
         return len(ranges)
 
     def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
-        assert self.ledger is not None
+        ledger = self.ledger_now()
         batch = self.last_batch + 1
         written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
         flow = self.flow
@@ -254,8 +280,7 @@ class FlowReplicator:
                                  batch_id=batch, updated_at=written_at) for s in summaries]
         started = time.perf_counter()
         try:
-            self.ledger.append(OFFSET_SYNCS,
-                               self.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
+            ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
                                txn_app_id=f"offset-ledger-replicate-{flow.name}",
                                txn_version=batch)
         except Exception as exc:
@@ -267,14 +292,13 @@ class FlowReplicator:
         # overlaps the next batch's copy; the next one (and close()) waits for it first.
         self.wait_for_progress()
         self._progress_write = self._background.submit(
-            self.ledger.merge, REPLICATION_PROGRESS,
-            self.spark.createDataFrame(progress, REPLICATION_PROGRESS_SCHEMA))
+            ledger.merge, REPLICATION_PROGRESS,
+            ledger.spark.createDataFrame(record_rows(progress), REPLICATION_PROGRESS_SCHEMA))
         records = sum(s.records for s in summaries)
         self.result.batches += 1
         self.result.records_copied += records
         self.result.runs_written += len(rows)
-        for row in progress:
-            p = PartitionProgress(row[1], row[2], row[3], row[4], row[6], row[7], row[8], row[9])
+        for p in progress:
             self.result.progress[(p.topic, p.partition)] = p
         log.info("flow %s batch %s: %s records, %s runs", flow.name, batch, records, len(rows))
 
@@ -299,6 +323,19 @@ class FlowReplicator:
             self.result.positions = dict(self.positions)
 
 
+def _task_slots(spark: Any) -> int:
+    """How many copy tasks run at once: one group of ranges per slot, one wave per batch."""
+    sc = spark.sparkContext
+    master = sc.master
+    if master.startswith("local"):
+        # local, local[N], local[*], local[N,F]: spark.default.parallelism may be set higher
+        # (shuffles), but only N tasks run at once.
+        inner = master[len("local["):-1] if master.startswith("local[") else "1"
+        n = inner.split(",")[0]
+        return (os.cpu_count() or 1) if n == "*" else max(1, int(n))
+    return max(1, sc.defaultParallelism)
+
+
 def _use_driver_python_locally(spark: Any) -> None:
     # In local mode the Python workers must be an interpreter with confluent-kafka: this one,
     # unless PYSPARK_PYTHON chose another, rather than PySpark's default `python3` from PATH.
@@ -321,11 +358,13 @@ def _new_run_id() -> str:
 # --- passes ------------------------------------------------------------------------------------
 
 
-def replicate_once(spark: Any, config: Config, flow_name: str, *,
+def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
                    max_records_per_batch: int | None = None,
                    until: Mapping[TP, int] | None = None,
                    until_timeout_s: float = DEFAULT_UNTIL_TIMEOUT_S) -> ReplicationResult:
     """Replicate what the flow's source topics hold now, record the runs, and return.
+
+    ``spark=None`` starts a session only when there is something to copy.
 
     Without ``until``: loops over bounded batches until every partition reaches the end
     offset measured at the start. With ``until`` (``{(topic, partition): offset}``, e.g. a
@@ -441,9 +480,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from pipelines.spark import get_spark
 
     config.flow(args.flow)  # an unknown flow fails before a JVM starts
-    spark = get_spark("offset-ledger-replicate")
     if args.once:
-        result = replicate_once(spark, config, args.flow,
+        # Spark starts only if there is something to copy.
+        result = replicate_once(None, config, args.flow,
                                 max_records_per_batch=args.max_records_per_batch)
         print(f"flow {result.flow}: {len(result.topics)} topic(s), {result.batches} batch(es), "
               f"{result.records_copied} record(s) copied, {result.runs_written} run(s) "
@@ -455,6 +494,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         for topic, message in sorted(result.errors.items()):
             print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
         return 1 if result.errors else 0
+    spark = get_spark("offset-ledger-replicate", java_options=LEAN_JVM)
     replicate_continuously(spark, config, args.flow, interval_s=args.interval,
                            refresh_s=args.refresh_interval,
                            max_records_per_batch=args.max_records_per_batch)

@@ -9,6 +9,9 @@ Invariants:
       (a flow's first pass, or progress lost) the flow's runs are read in full once.
     * Batch numbers (``batch_id``, also the Delta ``txnVersion``) increase with ``written_at``
       in a flow, so the newest batch number is among the runs read.
+    * :func:`read_flow_state_direct` answers exactly what :func:`read_flow_state` answers, with
+      the same predicates, but through delta-rs without a JVM (``ledger.direct``); ``None``
+      when the ledger cannot be read that way, and then the caller reads with Spark.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ledger import direct
 from ledger.schemas import OFFSET_SYNCS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
 from pipelines.replicate.plan import TP, RecordedTail
@@ -27,11 +31,37 @@ class FlowState:
     tails: dict[TP, RecordedTail] = field(default_factory=dict)
     last_batch: int = -1
     newest_written_at: dt.datetime | None = None
+    # Read without a JVM from existing tables that have the ledger schema's columns: a writer
+    # may append and MERGE without checking the tables again with Spark.
+    tables_verified: bool = False
 
 
 def _utc(value: dt.datetime | None) -> dt.datetime | None:
     # PySpark returns timestamps as naive local times.
     return None if value is None else value.astimezone(dt.UTC)
+
+
+def _since(hints: Iterable[dict], wanted: set[TP], flow_sql: str) -> str:
+    """The ``offset_syncs`` predicate: the flow's runs written since the oldest hint."""
+    since = [r["updated_at"] for r in hints if (r["topic"], r["partition"]) in wanted]
+    where = f"flow = '{flow_sql}'"
+    if since:
+        # An explicit zone: neither engine's session time zone changes the bound.
+        oldest = min(_utc(t) for t in since)
+        where += f" AND written_at >= TIMESTAMP '{oldest:%Y-%m-%d %H:%M:%S.%f}Z'"
+    return where
+
+
+def _state(rows: Iterable[dict]) -> FlowState:
+    state = FlowState()
+    for r in rows:
+        state.last_batch = max(state.last_batch, int(r["last_batch"]))
+        newest = _utc(r["newest"])
+        if state.newest_written_at is None or (newest and newest > state.newest_written_at):
+            state.newest_written_at = newest
+        state.tails[(r["topic"], r["partition"])] = RecordedTail(int(r["tail_u"]),
+                                                                 int(r["tail_d"]))
+    return state
 
 
 def read_flow_state(ledger: Ledger, flow: str, partitions: Iterable[TP]) -> FlowState:
@@ -42,11 +72,7 @@ def read_flow_state(ledger: Ledger, flow: str, partitions: Iterable[TP]) -> Flow
     hints = spark.sql(
         f"SELECT topic, partition, updated_at FROM {ledger.identifier(REPLICATION_PROGRESS)} "
         f"WHERE flow = '{flow_sql}'").collect()
-    since = [r["updated_at"] for r in hints if (r["topic"], r["partition"]) in wanted]
-    where = f"flow = '{flow_sql}'"
-    if since:
-        oldest = min(since)
-        where += f" AND written_at >= TIMESTAMP '{oldest:%Y-%m-%d %H:%M:%S.%f}'"
+    where = _since([r.asDict() for r in hints], wanted, flow_sql)
     rows = spark.sql(f"""
         SELECT topic, partition,
                max_by(named_struct('u', upstream_offset + length,
@@ -56,12 +82,33 @@ def read_flow_state(ledger: Ledger, flow: str, partitions: Iterable[TP]) -> Flow
                max(batch_id) AS last_batch, max(written_at) AS newest
         FROM {ledger.identifier(OFFSET_SYNCS)} WHERE {where}
         GROUP BY topic, partition""").collect()
-    state = FlowState()
-    for r in rows:
-        state.last_batch = max(state.last_batch, int(r["last_batch"]))
-        newest = _utc(r["newest"])
-        if state.newest_written_at is None or (newest and newest > state.newest_written_at):
-            state.newest_written_at = newest
-        state.tails[(r["topic"], r["partition"])] = RecordedTail(int(r["tail"]["u"]),
-                                                                 int(r["tail"]["d"]))
+    return _state({**r.asDict(), "tail_u": r["tail"]["u"], "tail_d": r["tail"]["d"]}
+                  for r in rows)
+
+
+def read_flow_state_direct(location: str, flow: str, partitions: Iterable[TP]
+                           ) -> FlowState | None:
+    """:func:`read_flow_state` without a JVM (delta-rs); ``None``: read it with Spark."""
+    wanted = set(partitions)
+    flow_sql = flow.replace("'", "''")
+    hints = direct.query(location, {"p": REPLICATION_PROGRESS},
+                         f"SELECT topic, \"partition\", updated_at FROM p "
+                         f"WHERE flow = '{flow_sql}'")
+    if hints is direct.UNAVAILABLE:
+        return None
+    where = _since([] if hints is direct.ABSENT else hints, wanted, flow_sql)
+    # DataFusion has no max_by: last_value over the same ordering picks the same run.
+    order = "ORDER BY written_at, batch_id, downstream_offset"
+    rows = direct.query(location, {"s": OFFSET_SYNCS}, f"""
+        SELECT topic, "partition",
+               last_value(upstream_offset + length {order}) AS tail_u,
+               last_value(downstream_offset + length {order}) AS tail_d,
+               max(batch_id) AS last_batch, max(written_at) AS newest
+        FROM s WHERE {where}
+        GROUP BY topic, "partition"
+    """)
+    if rows is direct.UNAVAILABLE:
+        return None
+    state = _state([] if rows is direct.ABSENT else rows)
+    state.tables_verified = direct.ABSENT not in (hints, rows)
     return state

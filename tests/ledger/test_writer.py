@@ -119,11 +119,10 @@ def test_rows_match_the_ledger_schemas():
     assert rows[1][:9] == ("P->B", "P", "B", "Payments", "P.Payments", 2, 110, 504, 2)
     row = progress_row(flow="P->B", summary=summary, source_end_offsets={("Payments", 2): 120},
                        batch_id=7, updated_at=now)
-    assert len(row) == len(REPLICATION_PROGRESS_SCHEMA.fields)
     names = [f.name for f in REPLICATION_PROGRESS_SCHEMA.fields]
-    values = dict(zip(names, row, strict=True))
-    assert values["last_upstream_offset"] == 111 and values["next_upstream_offset"] == 112
-    assert values["lag"] == 8 and values["record_age_ms"] == 3000
+    assert list(row.to_row()) == names
+    assert row.last_upstream_offset == 111 and row.next_upstream_offset == 112
+    assert row.lag == 8 and row.record_age_ms == 3000
     unknown_end = progress_row(flow="P->B", summary=summary, source_end_offsets={},
                                batch_id=7, updated_at=now)
-    assert unknown_end[names.index("lag")] is None
+    assert unknown_end.lag is None

@@ -1,0 +1,92 @@
+"""JVM-free reads of a path ledger with delta-rs, for the driver's quick answers.
+
+A ``replicate --once`` that finds nothing to do, and the plan of a pass's first batch, need a
+few rows of ``offset_syncs`` and ``replication_progress``: reading them through Spark costs a
+JVM start and the first queries' warm-up, more than the whole copy of a small batch. This module
+reads the same Delta tables with the ``deltalake`` package (delta-rs and DataFusion, in process)
+with the same predicates, so Delta's file statistics skip the same files.
+
+Invariants:
+    * Read-only: nothing here writes a table, a log entry or a checkpoint. Every write stays with
+      Spark (``ledger.tables.Ledger``), so one engine writes the ledger.
+    * Only a filesystem ledger (a local path, or ``file://``) is read here; a catalog schema or
+      an object store is :data:`UNAVAILABLE` and the caller reads with Spark, which has the
+      runtime's credentials and catalog.
+    * Any failure (``deltalake`` not installed, a reader feature it lacks, a damaged log or data
+      file, a table without the ledger schema's columns) is :data:`UNAVAILABLE`, never an empty
+      answer: the caller then reads with Spark, whose errors name the damaged table
+      (``ledger.tables.damaged``). Only a table whose folder
+      does not exist at all reads as empty (:data:`ABSENT`): no ledger was written there yet.
+    * A query sees one snapshot per table, the newest committed version when it is opened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+UNAVAILABLE = _Marker("UNAVAILABLE")  # read it with Spark instead
+ABSENT = _Marker("ABSENT")  # the table's folder does not exist: nothing was recorded there
+
+
+def local_path(location: str) -> Path | None:
+    """The ledger's folder when it is on a filesystem this process reads directly."""
+    if location.startswith("file://"):
+        return Path(location[len("file://"):])
+    if "://" in location:
+        return None
+    if "/" in location or "\\" in location or location.startswith("."):
+        return Path(location)
+    return None  # a catalog schema
+
+
+def query(location: str, tables: Mapping[str, str], sql: str
+          ) -> list[dict[str, Any]] | _Marker:
+    """Rows of ``sql`` over ledger tables registered as ``{sql_name: table_name}``.
+
+    Each table must have at least the columns of its ledger schema (``ledger.schemas``).
+
+    Returns :data:`ABSENT` when one of the tables' folders does not exist, :data:`UNAVAILABLE`
+    when the ledger cannot be read here (see the module invariants), else the rows as dicts
+    (timestamps are timezone-aware UTC datetimes).
+    """
+    root = local_path(location)
+    if root is None:
+        return UNAVAILABLE
+    try:
+        import pyarrow as pa
+        from deltalake import DeltaTable, QueryBuilder
+    except ImportError:
+        return UNAVAILABLE
+    paths = {alias: root / name for alias, name in tables.items()}
+    if any(not path.exists() for path in paths.values()):
+        return ABSENT
+    try:
+        from ledger.schemas import SCHEMAS
+
+        builder = QueryBuilder()
+        for alias, path in paths.items():
+            table = DeltaTable(str(path))
+            have = set(pa.schema(table.schema()).names)
+            missing = [f.name for f in SCHEMAS[tables[alias]].fields if f.name not in have]
+            if missing:
+                raise ValueError(f"{tables[alias]} lacks columns {missing}")
+            builder = builder.register(alias, table)
+        return pa.table(builder.execute(sql).read_all()).to_pylist()
+    except Exception as exc:  # damaged or unsupported: Spark reads it and names the damage
+        log.debug("ledger at %s not read with delta-rs (%s): reading with Spark", location,
+                  str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        return UNAVAILABLE
