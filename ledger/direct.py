@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,6 +54,26 @@ def local_path(location: str) -> Path | None:
     return None  # a catalog schema
 
 
+def log_complete(table: Path) -> bool:
+    """Whether a table's Delta log holds every commit a reader needs.
+
+    delta-rs reads a log whose first commit is gone (or whose commits have a hole) without
+    complaint, where Spark refuses it: every version from the last checkpoint (or from 0) to
+    the newest must be there, so that both engines see the same table or this one sees none.
+    """
+    log_dir = table / "_delta_log"
+    versions = sorted(int(p.name[:-5]) for p in log_dir.glob("*.json") if p.name[:-5].isdigit())
+    start = 0
+    pointer = log_dir / "_last_checkpoint"
+    if pointer.exists():
+        start = int(json.loads(pointer.read_text())["version"])
+        if not any(log_dir.glob(f"{start:020d}.checkpoint*.parquet")):
+            return False
+        start += 1
+    newest = versions[-1] if versions else start - 1
+    return set(range(start, newest + 1)) <= set(versions) and newest >= 0
+
+
 def query(location: str, tables: Mapping[str, str], sql: str
           ) -> list[dict[str, Any]] | _Marker:
     """Rows of ``sql`` over ledger tables registered as ``{sql_name: table_name}``.
@@ -79,6 +100,8 @@ def query(location: str, tables: Mapping[str, str], sql: str
 
         builder = QueryBuilder()
         for alias, path in paths.items():
+            if not log_complete(path):
+                raise ValueError(f"{tables[alias]}'s Delta log is incomplete")
             table = DeltaTable(str(path))
             have = set(pa.schema(table.schema()).names)
             missing = [f.name for f in SCHEMAS[tables[alias]].fields if f.name not in have]

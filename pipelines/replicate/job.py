@@ -238,11 +238,11 @@ class FlowReplicator:
         # The first batch's copy runs before the ledger's tables are opened with Spark (they
         # are when its runs are recorded): the copy has the machine to itself, and the
         # tables it reads were already read without a JVM, so a damaged ledger failed earlier.
-        groups = plan.group_for_tasks(ranges, _task_slots(spark))
+        sc = spark.sparkContext
+        groups = plan.group_for_tasks(ranges, plan.task_slots(sc.master, sc.defaultParallelism))
         task = copy_ranges(source.consumer_config(self.config.cluster(self.flow.source).properties),
                            sink.producer_config(self.config.cluster(self.flow.target).properties),
                            self.max_bytes)
-        sc = spark.sparkContext
         sc.setJobDescription(f"offset-ledger replicate {self.flow.name}: {len(ranges)} range(s)")
         started = time.perf_counter()
         results: list[RangeResult] = sc.parallelize(groups, len(groups)).mapPartitions(
@@ -321,19 +321,6 @@ class FlowReplicator:
         finally:
             self._background.shutdown(wait=True, cancel_futures=True)
             self.result.positions = dict(self.positions)
-
-
-def _task_slots(spark: Any) -> int:
-    """How many copy tasks run at once: one group of ranges per slot, one wave per batch."""
-    sc = spark.sparkContext
-    master = sc.master
-    if master.startswith("local"):
-        # local, local[N], local[*], local[N,F]: spark.default.parallelism may be set higher
-        # (shuffles), but only N tasks run at once.
-        inner = master[len("local["):-1] if master.startswith("local[") else "1"
-        n = inner.split(",")[0]
-        return (os.cpu_count() or 1) if n == "*" else max(1, int(n))
-    return max(1, sc.defaultParallelism)
 
 
 def _use_driver_python_locally(spark: Any) -> None:

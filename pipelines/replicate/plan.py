@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -84,3 +85,14 @@ def group_for_tasks(ranges: list[CopyRange], tasks: int) -> list[list[CopyRange]
         groups[i].append(r)
         sizes[i] += r.end - r.start
     return [g for g in groups if g]
+
+
+def task_slots(master: str, default_parallelism: int) -> int:
+    """How many copy tasks run at once: one group of ranges per slot, one wave per batch."""
+    if master.startswith("local"):
+        # local, local[N], local[*], local[N,F]: spark.default.parallelism may be set higher
+        # (for shuffles), but only N tasks run at once.
+        inner = master[len("local["):-1] if master.startswith("local[") else "1"
+        n = inner.split(",")[0]
+        return (os.cpu_count() or 1) if n == "*" else max(1, int(n))
+    return max(1, default_parallelism)

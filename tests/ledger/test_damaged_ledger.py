@@ -74,6 +74,8 @@ VERBS = {
     "failover": lambda g: ["failover", "--group", g, "--from", "P", "--to", "B"],
     "checkpoint": lambda g: ["checkpoint", "--flow", "P->B", "--once", "--group", g],
     "ledger status": lambda g: ["ledger", "status"],
+    # Plans from the ledger without a JVM when it can; a damaged table is left to Spark.
+    "replicate --once": lambda g: ["replicate", "--flow", "P->B", "--once"],
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pipelines.replicate.copy_task import CopyRange
@@ -10,6 +12,7 @@ from pipelines.replicate.plan import (
     group_for_tasks,
     plan_batch,
     resume_offsets,
+    task_slots,
 )
 
 pytestmark = pytest.mark.unit
@@ -40,3 +43,11 @@ def test_groups_balance_and_keep_every_range_once():
     assert sorted((r for g in groups for r in g), key=lambda r: r.partition) == ranges
     assert sorted(sum(r.end - r.start for r in g) for g in groups) == [110, 115]
     assert len(group_for_tasks(ranges[:1], 4)) == 1
+
+
+
+@pytest.mark.parametrize(("master", "slots"), [
+    ("local", 1), ("local[2]", 2), ("local[3,4]", 3), ("local[*]", os.cpu_count() or 1),
+    ("spark://host:7077", 8), ("yarn", 8)])
+def test_one_task_group_per_slot_that_runs_at_once(master, slots):
+    assert task_slots(master, 8) == slots

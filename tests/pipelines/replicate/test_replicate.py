@@ -160,3 +160,28 @@ def test_several_batches_record_every_run_and_final_progress(spark, make_config,
     assert progress[0]["batch_id"] == progress[1]["batch_id"] == max(batch_ids)
     assert [(progress[i]["next_upstream_offset"], progress[i]["lag"]) for i in (0, 1)] == \
         [(60, 0), (60, 0)]
+
+
+def test_a_pass_with_nothing_to_do_starts_no_jvm(spark, make_config, unique, monkeypatch,
+                                                 capsys):
+    from pipelines import cli
+    from pipelines import spark as spark_module
+
+    topic = unique("idle")
+    config = make_config(flows={"P->B": {"topics": [topic]}})
+    create(config.cluster("P"), topic, 2)
+    produce(config.cluster("P"), topic, sample(2, 5, "idle"))
+    assert replicate_once(spark, config, "P->B").records_copied == 10
+
+    def no_jvm(*args, **kwargs):
+        raise AssertionError("a pass with nothing to copy started Spark")
+
+    monkeypatch.setattr(spark_module, "get_spark", no_jvm)
+    capsys.readouterr()
+    assert cli.main(["replicate", "--flow", "P->B", "--once", "--config", config.path]) == 0
+    assert "0 record(s) copied" in capsys.readouterr().out
+
+    # New records: the pass needs Spark to copy them, and asks for it.
+    produce(config.cluster("P"), topic, sample(2, 1, "more"))
+    with pytest.raises(AssertionError, match="started Spark"):
+        cli.main(["replicate", "--flow", "P->B", "--once", "--config", config.path])
