@@ -10,7 +10,9 @@ process tree, in alternating order (round 1: plain, offset-ledger, MM2; round 2 
   (read_committed, key/value/headers/timestamp, one flush); it records nothing.
 * **offset-ledger**: ``offset-ledger replicate --flow 'P->B' --once`` (a new process: Spark
   start, planning, executor copy, Delta ledger writes), then the same command again with nothing
-  to do (the "--once with nothing to do" time).
+  to do (the "--once with nothing to do" time). The ledger is created once before the first
+  round (``offset-ledger ledger init``), as a deployment has it; ``--fresh-ledger`` gives each
+  run a new one and counts its table creation.
 * **MirrorMaker 2**: dedicated mode from ``jars/mm2`` (fetched with Maven from the peer's
   pom.xml, see ``bench/README.md``), ``tasks.max=2``, producer tuned with
   ``../shared/peers/mm2/mm2-tuned.properties``; stopped with SIGTERM once all records arrived.
@@ -213,7 +215,7 @@ def run_offset_ledger(cfg_path: str, base: Config, topic: str, workdir: Path,
                       args: argparse.Namespace) -> dict:
     raw = yaml.safe_load(Path(cfg_path).read_text())
     raw["flows"] = {"P->B": {"topics": [topic]}}
-    raw["ledger"] = {"location": str(workdir / f"ledger-{topic}")}
+    raw["ledger"] = {"location": str(_ledger_location(workdir, topic, args))}
     cfg = workdir / f"ol-{topic}.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     command = [str(Path(sys.executable).with_name("offset-ledger")), "replicate", "--flow",
@@ -238,6 +240,57 @@ def run_offset_ledger(cfg_path: str, base: Config, topic: str, workdir: Path,
     return result
 
 
+def run_continuous(cfg_path: str, base: Config, workdir: Path, args: argparse.Namespace) -> dict:
+    """A continuous ``replicate`` (10 s interval) while the source is filled, until every record
+    is on the target; then SIGTERM (the job records its batch and prints its ledger share)."""
+    topic = f"bench-continuous-{uuid.uuid4().hex[:6]}"
+    kafka_admin.create_topic(base.cluster("P"), topic, args.partitions)
+    raw = yaml.safe_load(Path(cfg_path).read_text())
+    raw["flows"] = {"P->B": {"topics": [topic]}}
+    raw["ledger"] = {"location": str(_ledger_location(workdir, topic, args))}
+    cfg = workdir / f"ol-{topic}.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    command = [str(Path(sys.executable).with_name("offset-ledger")), "replicate", "--flow",
+               "P->B", "--config", str(cfg)]
+    env = {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
+    proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, text=True)
+    watch = Watch(proc.pid, base.cluster("B"), f"P.{topic}", args.partitions, args.records)
+    filled = time.perf_counter()
+    fill(base.cluster("P"), topic, args.records, args.partitions, args.size)
+    filled = time.perf_counter() - filled
+    try:
+        watch.wait_done(1800)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+    result = watch.stop()
+    result["fill_s"] = round(filled, 1)
+    match = re.search(r"(\d+) batch\(es\).*in ([\d.]+)s \(copy ([\d.]+)s, ledger ([\d.]+)s",
+                      out)
+    assert match, out
+    batches, wall, copy, ledger = match.groups()
+    result.update(batches=int(batches), wall_s=float(wall), copy_s=float(copy),
+                  ledger_s=float(ledger),
+                  # of the busy time: a continuous job waits for records between batches
+                  ledger_share=round(float(ledger) / (float(copy) + float(ledger)), 4))
+    return result
+
+
+def _ledger_location(workdir: Path, topic: str, args: argparse.Namespace) -> Path:
+    return workdir / (f"ledger-{topic}" if args.fresh_ledger else "ledger")
+
+
+def init_ledger(cfg_path: str, workdir: Path) -> None:
+    """The shared ledger, created before the first round as a deployment creates it once."""
+    raw = yaml.safe_load(Path(cfg_path).read_text())
+    raw["ledger"] = {"location": str(workdir / "ledger")}
+    cfg = workdir / "ol-init.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    subprocess.run([str(Path(sys.executable).with_name("offset-ledger")), "ledger", "init",
+                    "--config", str(cfg)], cwd=workdir, check=True, capture_output=True,
+                   env={**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")})
+
+
 def run_mm2(base: Config, topic: str, workdir: Path, args: argparse.Namespace) -> dict:
     if not MM2_JARS.is_dir():
         raise SystemExit(f"MirrorMaker 2 jars missing in {MM2_JARS}: mvn -q -B -s "
@@ -260,7 +313,7 @@ def run_mm2(base: Config, topic: str, workdir: Path, args: argparse.Namespace) -
 
 def one_round(cfg_path: str, base: Config, workdir: Path, args: argparse.Namespace,
               n: int) -> dict:
-    order = ["plain", "offset-ledger", "mm2"]
+    order = [s for s in ("plain", "offset-ledger", "mm2") if s in args.systems]
     if n % 2 == 0:
         order.reverse()
     out: dict = {"round": n, "order": order}
@@ -305,8 +358,15 @@ def run(args: argparse.Namespace) -> dict:
         clusters = EmbeddedClusters(base)
         clusters.up()
     try:
+        if ("offset-ledger" in args.systems or args.continuous) and not args.fresh_ledger:
+            init_ledger(cfg_path, workdir)
+        if args.continuous:
+            return {"records": args.records, "size_bytes": args.size,
+                    "partitions": args.partitions, "cores": os.cpu_count(),
+                    "continuous": run_continuous(cfg_path, base, workdir, args)}
         rounds = [one_round(cfg_path, base, workdir, args, n) for n in range(1, args.rounds + 1)]
         return {"records": args.records, "size_bytes": args.size,
+                "ledger": "fresh per round" if args.fresh_ledger else "existing",
                 "partitions": args.partitions, "cores": os.cpu_count(), "rounds": rounds}
     finally:
         if clusters is not None:
@@ -334,6 +394,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--config", help="use the running clusters P and B of this config")
+    parser.add_argument("--systems", default="plain,offset-ledger,mm2",
+                        type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
+                        help="comma-separated subset of plain,offset-ledger,mm2 (default all)")
+    parser.add_argument("--fresh-ledger", action="store_true",
+                        help="a new ledger per offset-ledger run (its table creation counted); "
+                             "default: one ledger created before the first round, as deployed")
+    parser.add_argument("--continuous", action="store_true",
+                        help="offset-ledger only: a continuous replicate while the source is "
+                             "filled; reports its ledger share (e.g. --records 10000000)")
     parser.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -346,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"replication-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=2))
-    print(table(result))
+    print(table(result) if "rounds" in result else json.dumps(result["continuous"]))
     print(f"results: {out}")
     return 0
 

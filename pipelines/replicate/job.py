@@ -7,7 +7,8 @@ on the executors (``copy_task``: one task per group of ranges, librdkafka consum
 producer); the tasks return only the runs they wrote. The driver appends the batch's runs to
 ``offset_syncs`` and then MERGEs ``replication_progress``. No Spark streaming query and no
 streaming checkpoint: a stopped job (SIGTERM, ``kill -9``) leaves nothing that a later pass
-with other topics or partitions could trip over.
+with other topics or partitions could trip over. A continuous run stops on SIGTERM or SIGINT
+after recording its current batch (a second signal stops at once) and prints its ledger share.
 
 Invariants:
     * Order of effects per batch: every record of a range is delivered (flushed, each delivery
@@ -48,10 +49,11 @@ import dataclasses
 import datetime as dt
 import logging
 import os
+import signal
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,6 +141,7 @@ class FlowReplicator:
                                               thread_name_prefix="offset-ledger-progress")
         self._progress_write: Future[None] | None = None
         self._tables_verified = False
+        self._opening: Future[Ledger] | None = None
 
     # --- Spark and the ledger, when first needed ---------------------------------------------
 
@@ -160,10 +163,24 @@ class FlowReplicator:
         _warn_if_speculative(ledger.spark)
         return ledger
 
+    def _open_and_warm(self) -> Ledger:
+        ledger = self._open_ledger()
+        # Delta's classes and the two tables' snapshots load now, so the batch's append and
+        # MERGE do not pay for them on the critical path.
+        for name in (OFFSET_SYNCS, REPLICATION_PROGRESS):
+            ledger.read(name).schema
+        return ledger
+
+    def open_ledger_while_copying(self) -> None:
+        """Open the ledger in the background (before the first copy job is submitted)."""
+        if self.ledger is None and self._opening is None:
+            self._opening = self._background.submit(self._open_and_warm)
+
     def ledger_now(self) -> Ledger:
         """The initialised ledger (its tables created or checked on the first call)."""
         if self.ledger is None:
-            self.ledger = self._open_ledger()
+            opening, self._opening = self._opening, None
+            self.ledger = opening.result() if opening is not None else self._open_ledger()
         return self.ledger
 
     # --- topics ----------------------------------------------------------------------------
@@ -235,9 +252,10 @@ class FlowReplicator:
         if not ranges:
             return 0
         spark = self.session()
-        # The first batch's copy runs before the ledger's tables are opened with Spark (they
-        # are when its runs are recorded): the copy has the machine to itself, and the
-        # tables it reads were already read without a JVM, so a damaged ledger failed earlier.
+        # The first batch's copy runs while the ledger's tables are opened with Spark in the
+        # background (its runs are recorded once they are): the tables it needs were already
+        # read without a JVM, so a damaged ledger failed before anything was copied.
+        self.open_ledger_while_copying()
         sc = spark.sparkContext
         groups = plan.group_for_tasks(ranges, plan.task_slots(sc.master, sc.defaultParallelism))
         task = copy_ranges(source.consumer_config(self.config.cluster(self.flow.source).properties),
@@ -482,10 +500,46 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
         return 1 if result.errors else 0
     spark = get_spark("offset-ledger-replicate", java_options=LEAN_JVM)
-    replicate_continuously(spark, config, args.flow, interval_s=args.interval,
-                           refresh_s=args.refresh_interval,
-                           max_records_per_batch=args.max_records_per_batch)
+    stop = threading.Event()
+    restore = _stop_on_signals(stop)
+    started = time.perf_counter()
+    try:
+        result = replicate_continuously(spark, config, args.flow, interval_s=args.interval,
+                                        refresh_s=args.refresh_interval,
+                                        max_records_per_batch=args.max_records_per_batch,
+                                        stop=stop)
+    finally:
+        restore()
+    wall = time.perf_counter() - started
+    print(f"flow {result.flow}: stopped after {result.batches} batch(es), "
+          f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
+          f"in {wall:.1f}s (copy {result.copy_seconds:.1f}s, ledger "
+          f"{result.ledger_seconds:.1f}s, ledger share "
+          f"{_share(result.ledger_seconds, result.copy_seconds + result.ledger_seconds)})")
     return 0
+
+
+def _share(part: float, whole: float) -> str:
+    # Of the busy time (copy + ledger): the time waiting for records is no one's share.
+    return f"{part / whole:.1%}" if whole > 0 else "-"
+
+
+def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
+    """SIGTERM/SIGINT end a continuous run after its current batch is recorded (a second
+    signal stops at once); returns the function restoring the previous handlers."""
+    def handle(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        log.warning("signal %s: stopping after the current batch", signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,3 +81,34 @@ def test_kill_9_then_restart_loses_nothing_and_keeps_runs_exact(spark, make_conf
     # Only the batch in flight at the kill can have been copied twice.
     extra = sum(len(replica[q]) for q in range(2)) - sum(len(source[q]) for q in range(2))
     assert 0 <= extra <= BATCH
+
+
+def test_sigterm_stops_a_continuous_job_after_recording_its_batch(spark, make_config, unique,
+                                                                  tmp_path):
+    topic = unique("term")
+    config = make_config(flows={"P->B": {"topics": [topic]}})
+    p = config.cluster("P")
+    create(p, topic, 2)
+    produce(p, topic, sample(2, 50, "term"))
+    env = {**os.environ, **JOB_ENV, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / ".state")}
+    job = subprocess.Popen([CLI, "replicate", "--flow", "P->B", "--config", config.path,
+                            "--interval", "1"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 420
+        while not _first_batch_landed(config.ledger_location):
+            assert job.poll() is None, job.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "no batch reached the ledger in time"
+            time.sleep(1)
+        job.send_signal(signal.SIGTERM)  # the driver only, as a scheduler stops a job
+        out, _ = job.communicate(timeout=180)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+    assert job.returncode == 0, out[-3000:]
+    assert "stopping after the current batch" in out
+    assert re.search(r"stopped after \d+ batch\(es\), 100 record\(s\) copied.*ledger share "
+                     r"\d+\.\d%", out), out[-3000:]
+    runs = ledger_runs(spark, config, "P->B", topic)
+    assert_runs_cover(runs, read_all(p, topic, 2))
