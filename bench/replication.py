@@ -211,16 +211,22 @@ def run_plain(cfg_path: str, base: Config, topic: str, args: argparse.Namespace)
     return watch.stop()
 
 
-def run_offset_ledger(cfg_path: str, base: Config, topic: str, workdir: Path,
-                      args: argparse.Namespace) -> dict:
+def _replicate_command(cfg_path: str, topic: str, workdir: Path, args: argparse.Namespace,
+                       *options: str) -> tuple[list[str], dict[str, str]]:
+    """``offset-ledger replicate`` of flow P->B for ``topic`` alone, and its environment."""
     raw = yaml.safe_load(Path(cfg_path).read_text())
     raw["flows"] = {"P->B": {"topics": [topic]}}
     raw["ledger"] = {"location": str(_ledger_location(workdir, topic, args))}
     cfg = workdir / f"ol-{topic}.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     command = [str(Path(sys.executable).with_name("offset-ledger")), "replicate", "--flow",
-               "P->B", "--once", "--config", str(cfg)]
-    env = {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
+               "P->B", *options, "--config", str(cfg)]
+    return command, {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
+
+
+def run_offset_ledger(cfg_path: str, base: Config, topic: str, workdir: Path,
+                      args: argparse.Namespace) -> dict:
+    command, env = _replicate_command(cfg_path, topic, workdir, args, "--once")
     proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, text=True)
     watch = Watch(proc.pid, base.cluster("B"), f"P.{topic}", args.partitions, args.records)
     out, _ = proc.communicate(timeout=900)
@@ -245,14 +251,7 @@ def run_continuous(cfg_path: str, base: Config, workdir: Path, args: argparse.Na
     is on the target; then SIGTERM (the job records its batch and prints its ledger share)."""
     topic = f"bench-continuous-{uuid.uuid4().hex[:6]}"
     kafka_admin.create_topic(base.cluster("P"), topic, args.partitions)
-    raw = yaml.safe_load(Path(cfg_path).read_text())
-    raw["flows"] = {"P->B": {"topics": [topic]}}
-    raw["ledger"] = {"location": str(_ledger_location(workdir, topic, args))}
-    cfg = workdir / f"ol-{topic}.yaml"
-    cfg.write_text(yaml.safe_dump(raw))
-    command = [str(Path(sys.executable).with_name("offset-ledger")), "replicate", "--flow",
-               "P->B", "--config", str(cfg)]
-    env = {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
+    command, env = _replicate_command(cfg_path, topic, workdir, args)
     proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, text=True)
     watch = Watch(proc.pid, base.cluster("B"), f"P.{topic}", args.partitions, args.records)
     filled = time.perf_counter()
