@@ -9,9 +9,10 @@ with the same predicates, so Delta's file statistics skip the same files.
 Invariants:
     * Read-only: nothing here writes a table, a log entry or a checkpoint. Every write stays with
       Spark (``ledger.tables.Ledger``), so one engine writes the ledger.
-    * Only a filesystem ledger (a local path, or ``file://``) is read here; a catalog schema or
-      an object store is :data:`UNAVAILABLE` and the caller reads with Spark, which has the
-      runtime's credentials and catalog.
+    * Only a filesystem ledger (a local path, or ``file://``) is read here; a catalog schema,
+      an object store, or a path without a scheme where Spark's default filesystem may be
+      another one (Databricks, a Hadoop or YARN configuration) is :data:`UNAVAILABLE` and the
+      caller reads with Spark, which has the runtime's filesystems, credentials and catalog.
     * Any failure (``deltalake`` not installed, a reader feature it lacks, a damaged log or data
       file, a table without the ledger schema's columns) is :data:`UNAVAILABLE`, never an empty
       answer: the caller then reads with Spark, whose errors name the damaged table
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,13 +45,20 @@ UNAVAILABLE = _Marker("UNAVAILABLE")  # read it with Spark instead
 ABSENT = _Marker("ABSENT")  # the table's folder does not exist: nothing was recorded there
 
 
+# Where these are set, Spark resolves a path without a scheme on another filesystem (HDFS,
+# DBFS): the same path on the driver's disk is not the ledger.
+OTHER_DEFAULT_FS = ("DATABRICKS_RUNTIME_VERSION", "HADOOP_CONF_DIR", "YARN_CONF_DIR")
+
+
 def local_path(location: str) -> Path | None:
-    """The ledger's folder when it is on a filesystem this process reads directly."""
+    """The ledger's folder when it is on a filesystem this process reads as Spark does."""
     if location.startswith("file://"):
         return Path(location[len("file://"):])
-    if "://" in location:
+    if "://" in location or location.startswith(("dbfs:", "s3:", "abfss:", "gs:")):
         return None
     if "/" in location or "\\" in location or location.startswith("."):
+        if any(os.environ.get(name) for name in OTHER_DEFAULT_FS):
+            return None
         return Path(location)
     return None  # a catalog schema
 

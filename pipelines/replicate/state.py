@@ -11,7 +11,8 @@ Invariants:
       in a flow, so the newest batch number is among the runs read.
     * :func:`read_flow_state_direct` answers exactly what :func:`read_flow_state` answers, with
       the same predicates, but through delta-rs without a JVM (``ledger.direct``); ``None``
-      when the ledger cannot be read that way, and then the caller reads with Spark.
+      when the ledger cannot be read that way or has no ``offset_syncs`` folder, and then the
+      caller reads with Spark.
 """
 
 from __future__ import annotations
@@ -107,8 +108,11 @@ def read_flow_state_direct(location: str, flow: str, partitions: Iterable[TP]
         FROM s WHERE {where}
         GROUP BY topic, "partition"
     """)
-    if rows is direct.UNAVAILABLE:
+    if rows is direct.UNAVAILABLE or rows is direct.ABSENT:
+        # No offset_syncs folder: a new ledger, or one this process does not see where Spark
+        # does. Never plan from "nothing recorded" without Spark's word (that would copy the
+        # whole history again): Spark reads it, or creates the tables.
         return None
-    state = _state([] if rows is direct.ABSENT else rows)
-    state.tables_verified = direct.ABSENT not in (hints, rows)
+    state = _state(rows)
+    state.tables_verified = hints is not direct.ABSENT
     return state

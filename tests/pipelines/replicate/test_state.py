@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -105,10 +106,13 @@ def test_a_damaged_or_foreign_ledger_is_left_to_spark(ledger, tmp_path):
 
 
 @pytest.mark.unit
-def test_no_ledger_yet_reads_as_nothing_recorded(tmp_path):
-    state = read_flow_state_direct(str(tmp_path / "nothing"), "P->B", [("orders", 0)])
-    assert state is not None and state.tails == {} and state.last_batch == -1
-    assert not state.tables_verified  # the tables are created with Spark before a write
+def test_no_ledger_seen_here_is_left_to_spark(tmp_path, monkeypatch):
+    # A missing folder may be a new ledger, or one on the filesystem Spark resolves the path
+    # on: never "nothing recorded" (that would copy the whole history again).
+    assert read_flow_state_direct(str(tmp_path / "nothing"), "P->B", [("orders", 0)]) is None
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "16.4")
+    assert direct.local_path("/mnt/ledger") is None  # DBFS for Spark, not the driver's disk
+    assert direct.local_path("file:///mnt/ledger") == Path("/mnt/ledger")
 
 
 @pytest.mark.unit
