@@ -417,7 +417,7 @@ def _replicate_until(replicator: FlowReplicator, until: dict[TP, int], timeout_s
             time.sleep(0.2)  # the source has not reached an offset asked for yet
 
 
-def replicate_continuously(spark: Any, config: Config, flow_name: str, *,
+def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
                            interval_s: float = DEFAULT_INTERVAL_S,
                            refresh_s: float = DEFAULT_REFRESH_S,
                            max_records_per_batch: int | None = None,
@@ -482,11 +482,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from pipelines.spark import get_spark
-
     config.flow(args.flow)  # an unknown flow fails before a JVM starts
+    # Both modes start Spark (FlowReplicator.session) only once there is something to copy.
     if args.once:
-        # Spark starts only if there is something to copy.
         result = replicate_once(None, config, args.flow,
                                 max_records_per_batch=args.max_records_per_batch)
         print(f"flow {result.flow}: {len(result.topics)} topic(s), {result.batches} batch(es), "
@@ -499,12 +497,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
         for topic, message in sorted(result.errors.items()):
             print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
         return 1 if result.errors else 0
-    spark = get_spark("offset-ledger-replicate", java_options=LEAN_JVM)
     stop = threading.Event()
     restore = _stop_on_signals(stop)
     started = time.perf_counter()
     try:
-        result = replicate_continuously(spark, config, args.flow, interval_s=args.interval,
+        result = replicate_continuously(None, config, args.flow, interval_s=args.interval,
                                         refresh_s=args.refresh_interval,
                                         max_records_per_batch=args.max_records_per_batch,
                                         stop=stop)
