@@ -111,6 +111,16 @@ def copy_ranges(consumer_config: Mapping[str, Any], producer_config: Mapping[str
     return run
 
 
+def copy_group(ranges: Sequence[CopyRange], consumer_config: Mapping[str, Any],
+               producer_config: Mapping[str, Any], max_bytes: int | None = None,
+               flush_timeout_s: float = FLUSH_TIMEOUT_S) -> list[RangeResult]:
+    """One task's work outside Spark (``executors.LocalCopies``): one result per range."""
+    if not ranges:
+        return []
+    return _copy(list(ranges), dict(consumer_config), dict(producer_config), max_bytes,
+                 flush_timeout_s)
+
+
 def _copy(ranges: Sequence[CopyRange], consumer_config: dict[str, Any],
           producer_config: dict[str, Any], max_bytes: int | None,
           flush_timeout_s: float) -> list[RangeResult]:

@@ -58,11 +58,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger import commits
 from ledger.config import Config, FlowConfig, load_config
 from ledger.errors import OffsetLedgerError
 from ledger.records import ProgressRecord
 from ledger.records import rows as record_rows
 from ledger.schemas import (
+    NATURAL_KEYS,
     OFFSET_SYNCS,
     OFFSET_SYNCS_SCHEMA,
     REPLICATION_PROGRESS,
@@ -73,8 +75,7 @@ from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_
 from pipelines import kafka_admin
 from pipelines.cli import add_flow_arguments, job_main
 from pipelines.mm2 import heartbeats
-from pipelines.replicate import plan, sink, source, state, topics
-from pipelines.replicate.copy_task import RangeResult, copy_ranges
+from pipelines.replicate import executors, plan, sink, source, state, topics
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,11 @@ class FlowReplicator:
 
     def __init__(self, spark: Any | None, config: Config, flow_name: str, *,
                  max_records_per_batch: int | None = None,
-                 max_bytes_per_partition: int = plan.DEFAULT_MAX_BYTES_PER_PARTITION) -> None:
+                 max_bytes_per_partition: int = plan.DEFAULT_MAX_BYTES_PER_PARTITION,
+                 executor: str = "auto", ledger_writes: str = "auto") -> None:
+        if ledger_writes not in ("auto", "spark"):
+            raise ValueError(f"ledger_writes must be auto or spark, not {ledger_writes!r}")
+        self.local_copies = executors.use_local(executor, spark is not None)
         self.spark = spark
         self.config = config
         self.flow: FlowConfig = config.flow(flow_name)
@@ -141,7 +146,12 @@ class FlowReplicator:
                                               thread_name_prefix="offset-ledger-progress")
         self._progress_write: Future[None] | None = None
         self._tables_verified = False
+        # Batch commits through delta-rs (ledger.commits) once the direct read verified the
+        # tables; off for good after the first commit it could not make.
+        self._commit_direct = False
+        self._ledger_writes = ledger_writes
         self._opening: Future[Ledger] | None = None
+        self._copies: executors.LocalCopies | executors.SparkCopies | None = None
 
     # --- Spark and the ledger, when first needed ---------------------------------------------
 
@@ -156,11 +166,20 @@ class FlowReplicator:
         _use_driver_python_locally(self.spark)
         return self.spark
 
+    def copies(self) -> executors.LocalCopies | executors.SparkCopies:
+        """Where copy tasks run (``executors``): started on the first batch with records."""
+        if self._copies is None:
+            if self.local_copies:
+                self._copies = executors.LocalCopies()
+            else:
+                self._copies = executors.SparkCopies(self.session())
+                _warn_if_speculative(self.spark)
+        return self._copies
+
     def _open_ledger(self) -> Ledger:
         ledger = Ledger(self.session(), self.config.ledger_location)
         if not self._tables_verified:  # else the two tables written here were read already
             ledger.init()
-        _warn_if_speculative(ledger.spark)
         return ledger
 
     def _open_and_warm(self) -> Ledger:
@@ -223,6 +242,7 @@ class FlowReplicator:
             flow_state = state.read_flow_state(self.ledger_now(), self.flow.name, partitions)
         elif self.ledger is None:
             self._tables_verified = flow_state.tables_verified
+            self._commit_direct = self._tables_verified and self._ledger_writes == "auto"
         self.last_batch = max(self.last_batch, flow_state.last_batch)
         if flow_state.newest_written_at and (self.last_written_at is None or
                                              flow_state.newest_written_at > self.last_written_at):
@@ -251,20 +271,18 @@ class FlowReplicator:
         ranges = plan.plan_batch(self.positions, targets, self.replicas, self.max_records)
         if not ranges:
             return 0
-        spark = self.session()
-        # The first batch's copy runs while the ledger's tables are opened with Spark in the
-        # background (its runs are recorded once they are): the tables it needs were already
-        # read without a JVM, so a damaged ledger failed before anything was copied.
-        self.open_ledger_while_copying()
-        sc = spark.sparkContext
-        groups = plan.group_for_tasks(ranges, plan.task_slots(sc.master, sc.defaultParallelism))
-        task = copy_ranges(source.consumer_config(self.config.cluster(self.flow.source).properties),
-                           sink.producer_config(self.config.cluster(self.flow.target).properties),
-                           self.max_bytes)
-        sc.setJobDescription(f"offset-ledger replicate {self.flow.name}: {len(ranges)} range(s)")
+        copies = self.copies()
+        if not self._commit_direct:
+            # The first batch's copy runs while the ledger's tables are opened with Spark in
+            # the background (its runs are recorded once they are): the tables it needs were
+            # already read without a JVM, so a damaged ledger failed before anything was copied.
+            self.open_ledger_while_copying()
+        groups = plan.group_for_tasks(ranges, copies.slots)
         started = time.perf_counter()
-        results: list[RangeResult] = sc.parallelize(groups, len(groups)).mapPartitions(
-            lambda it: task(r for group in it for r in group)).collect()
+        results = copies.run(
+            groups, source.consumer_config(self.config.cluster(self.flow.source).properties),
+            sink.producer_config(self.config.cluster(self.flow.target).properties),
+            self.max_bytes, f"offset-ledger replicate {self.flow.name}: {len(ranges)} range(s)")
         self.result.copy_seconds += time.perf_counter() - started
         summaries: list[PartitionSummary] = []
         for r in results:
@@ -287,7 +305,6 @@ class FlowReplicator:
         return len(ranges)
 
     def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
-        ledger = self.ledger_now()
         batch = self.last_batch + 1
         written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
         flow = self.flow
@@ -298,9 +315,7 @@ class FlowReplicator:
                                  batch_id=batch, updated_at=written_at) for s in summaries]
         started = time.perf_counter()
         try:
-            ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
-                               txn_app_id=f"offset-ledger-replicate-{flow.name}",
-                               txn_version=batch)
+            self._append_runs(rows, batch)
         except Exception as exc:
             raise ReplicationError(f"flow {flow.name}: recording batch {batch} failed: "
                                    f"{str(exc).strip().splitlines()[0][:300]}") from exc
@@ -309,9 +324,7 @@ class FlowReplicator:
         # After the append: progress never claims more than offset_syncs records. The MERGE
         # overlaps the next batch's copy; the next one (and close()) waits for it first.
         self.wait_for_progress()
-        self._progress_write = self._background.submit(
-            ledger.merge, REPLICATION_PROGRESS,
-            ledger.spark.createDataFrame(record_rows(progress), REPLICATION_PROGRESS_SCHEMA))
+        self._progress_write = self._background.submit(self._merge_progress, progress)
         records = sum(s.records for s in summaries)
         self.result.batches += 1
         self.result.records_copied += records
@@ -319,6 +332,30 @@ class FlowReplicator:
         for p in progress:
             self.result.progress[(p.topic, p.partition)] = p
         log.info("flow %s batch %s: %s records, %s runs", flow.name, batch, records, len(rows))
+
+    def _append_runs(self, rows: list[tuple], batch: int) -> None:
+        app_id = f"offset-ledger-replicate-{self.flow.name}"
+        if self._commit_direct:
+            names = [f.name for f in OFFSET_SYNCS_SCHEMA.fields]
+            outcome = commits.append_with_txn(self.config.ledger_location, OFFSET_SYNCS,
+                                              [dict(zip(names, r, strict=True)) for r in rows],
+                                              app_id=app_id, version=batch)
+            if outcome is not commits.UNAVAILABLE:
+                return
+            self._commit_direct = False
+        ledger = self.ledger_now()
+        ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
+                      txn_app_id=app_id, txn_version=batch)
+
+    def _merge_progress(self, progress: list[ProgressRecord]) -> None:
+        if self._commit_direct and commits.merge_on_keys(
+                self.config.ledger_location, REPLICATION_PROGRESS, record_rows(progress),
+                NATURAL_KEYS[REPLICATION_PROGRESS]) is commits.COMMITTED:
+            return
+        ledger = self.ledger_now()
+        ledger.merge(REPLICATION_PROGRESS,
+                     ledger.spark.createDataFrame(record_rows(progress),
+                                                  REPLICATION_PROGRESS_SCHEMA))
 
     def wait_for_progress(self) -> None:
         if self._progress_write is None:
@@ -338,6 +375,8 @@ class FlowReplicator:
             self.wait_for_progress()
         finally:
             self._background.shutdown(wait=True, cancel_futures=True)
+            if self._copies is not None:
+                self._copies.close()
             self.result.positions = dict(self.positions)
 
 
@@ -366,10 +405,14 @@ def _new_run_id() -> str:
 def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
                    max_records_per_batch: int | None = None,
                    until: Mapping[TP, int] | None = None,
-                   until_timeout_s: float = DEFAULT_UNTIL_TIMEOUT_S) -> ReplicationResult:
+                   until_timeout_s: float = DEFAULT_UNTIL_TIMEOUT_S,
+                   executor: str = "auto") -> ReplicationResult:
     """Replicate what the flow's source topics hold now, record the runs, and return.
 
-    ``spark=None`` starts a session only when there is something to copy.
+    ``spark=None`` starts a session only when there is something to copy, and only if the
+    copies or the ledger need one (``executor`` and ``ledger.commits``: a local run with a
+    path ledger needs none). ``executor`` is ``auto``, ``spark`` or ``local``
+    (``pipelines.replicate.executors``).
 
     Without ``until``: loops over bounded batches until every partition reaches the end
     offset measured at the start. With ``until`` (``{(topic, partition): offset}``, e.g. a
@@ -382,7 +425,7 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
     """
     started = time.perf_counter()
     replicator = FlowReplicator(spark, config, flow_name,
-                                max_records_per_batch=max_records_per_batch)
+                                max_records_per_batch=max_records_per_batch, executor=executor)
     try:
         replicator.refresh()
         if until is None:
@@ -421,7 +464,8 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
                            interval_s: float = DEFAULT_INTERVAL_S,
                            refresh_s: float = DEFAULT_REFRESH_S,
                            max_records_per_batch: int | None = None,
-                           stop: threading.Event | None = None) -> ReplicationResult:
+                           stop: threading.Event | None = None,
+                           executor: str = "auto") -> ReplicationResult:
     """Run the flow until stopped (``stop`` set, or the process ends).
 
     Every ``refresh_s`` the configuration file is read again (allowlists), topics are
@@ -430,7 +474,7 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
     """
     stop = stop or threading.Event()
     replicator = FlowReplicator(spark, config, flow_name,
-                                max_records_per_batch=max_records_per_batch)
+                                max_records_per_batch=max_records_per_batch, executor=executor)
     next_refresh = 0.0
     try:
         while not stop.is_set():
@@ -479,6 +523,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-records-per-batch", type=int, default=None,
                         help="cap on records per batch, shared by the partitions (default: "
                              f"{plan.DEFAULT_MAX_RECORDS_PER_PARTITION:,} per partition)")
+    parser.add_argument("--executor", choices=executors.EXECUTORS, default="auto",
+                        help="where copy tasks run: spark (Spark tasks), local (worker "
+                             "processes of this driver, no JVM), or auto (default: local where "
+                             "Spark's master would be local, else spark)")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -486,7 +534,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     # Both modes start Spark (FlowReplicator.session) only once there is something to copy.
     if args.once:
         result = replicate_once(None, config, args.flow,
-                                max_records_per_batch=args.max_records_per_batch)
+                                max_records_per_batch=args.max_records_per_batch,
+                                executor=args.executor)
         print(f"flow {result.flow}: {len(result.topics)} topic(s), {result.batches} batch(es), "
               f"{result.records_copied} record(s) copied, {result.runs_written} run(s) "
               f"recorded in {result.wall_seconds:.1f}s (copy {result.copy_seconds:.1f}s, "
@@ -504,7 +553,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         result = replicate_continuously(None, config, args.flow, interval_s=args.interval,
                                         refresh_s=args.refresh_interval,
                                         max_records_per_batch=args.max_records_per_batch,
-                                        stop=stop)
+                                        stop=stop, executor=args.executor)
     finally:
         restore()
     wall = time.perf_counter() - started

@@ -1,0 +1,135 @@
+"""JVM-free commits to a path ledger with delta-rs: the replication job's append and MERGE.
+
+A replication batch writes two small commits: its runs appended to ``offset_syncs`` and its
+partitions' rows MERGEd into ``replication_progress``. Through Spark each costs a JVM, Delta's
+class loading and a job of its own (seconds of CPU for a few kilobytes); here they are made by
+the ``deltalake`` package (delta-rs) in this process, as the same Delta commits:
+
+    offset_syncs        append  + txn(appId = offset-ledger-replicate-<flow>, version = batch)
+    replication_progress MERGE on (flow, topic, partition): update all / insert all
+
+Invariants:
+    * Spark's rule for ``txnAppId``/``txnVersion`` holds: an append whose ``(app_id, version)``
+      is already at or below the version the table's log holds for ``app_id`` writes nothing
+      (:data:`ALREADY_RECORDED`). Two writers committing the same app id at once cannot both
+      win: delta-rs's conflict checker fails the later commit (``ConcurrentTransaction``),
+      which is raised as :class:`CommitConflict`, as Spark's ``ConcurrentTransactionException``
+      fails its append.
+    * Only a ledger that ``ledger.direct`` reads as Spark does (a filesystem path seen alike by
+      this process and Spark, a complete Delta log, a protocol delta-rs writes) is written
+      here. Anything else, and any failure other than a conflict, is :data:`UNAVAILABLE`: the
+      caller commits the same rows through Spark (``ledger.tables.Ledger``). That fallback is
+      always safe, even after a failure that left a commit behind: the append's txn pair makes
+      a repeat a no-op, and the MERGE on the natural key is idempotent.
+    * Rows are converted with the table's own Arrow schema, so a commit never changes the
+      table's schema or protocol.
+    * Both engines commit with put-if-absent on the log (rename without replace on a local
+      filesystem), so they may share a table: ``ledger maintain``'s Spark OPTIMIZE and VACUUM
+      do not conflict with a blind append.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ledger import direct
+from ledger.errors import OffsetLedgerError
+
+log = logging.getLogger(__name__)
+
+UNAVAILABLE = direct.UNAVAILABLE  # commit it with Spark instead
+ALREADY_RECORDED = direct._Marker("ALREADY_RECORDED")  # the txn pair is in the log already
+COMMITTED = direct._Marker("COMMITTED")
+
+
+class CommitConflict(OffsetLedgerError):
+    """Another writer committed the same application transaction at the same time."""
+
+
+def _table(location: str, name: str) -> Any:
+    """The table opened with delta-rs, or UNAVAILABLE (see the module invariants)."""
+    root = direct.local_path(location)
+    if root is None:
+        return UNAVAILABLE
+    try:
+        from deltalake import DeltaTable
+    except ImportError:
+        return UNAVAILABLE
+    path = root / name
+    try:
+        if not direct.log_complete(path):
+            return UNAVAILABLE
+        return DeltaTable(str(path))
+    except Exception as exc:
+        _fallback(location, name, exc)
+        return UNAVAILABLE
+
+
+def _fallback(location: str, name: str, exc: BaseException) -> None:
+    text = str(exc).strip().splitlines()
+    log.info("ledger table %s at %s not committed with delta-rs (%s): committing with Spark",
+             name, location, text[0][:200] if text else type(exc).__name__)
+
+
+def _arrow(table: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    schema = pa.schema(table.schema())
+    return pa.Table.from_pylist([{f.name: row.get(f.name) for f in schema} for row in rows],
+                                schema=schema)
+
+
+def append_with_txn(location: str, name: str, rows: Sequence[Mapping[str, Any]], *,
+                    app_id: str, version: int) -> direct._Marker:
+    """Append ``rows`` in one commit carrying the transaction ``(app_id, version)``.
+
+    Returns :data:`COMMITTED`, :data:`ALREADY_RECORDED` (nothing written) or
+    :data:`UNAVAILABLE` (nothing written here: commit with Spark). Raises
+    :class:`CommitConflict` when a concurrent commit of ``app_id`` won.
+    """
+    table = _table(location, name)
+    if table is UNAVAILABLE:
+        return UNAVAILABLE
+    from deltalake import CommitProperties, Transaction, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    try:
+        recorded = table.transaction_version(app_id)
+        if recorded is not None and recorded >= version:
+            return ALREADY_RECORDED
+        data = _arrow(table, rows)
+        txn = Transaction(app_id, int(version), int(time.time() * 1000))
+        write_deltalake(table, data, mode="append",
+                        commit_properties=CommitProperties(app_transactions=[txn]))
+    except Exception as exc:
+        if isinstance(exc, CommitFailedError) and "concurrent transaction" in str(exc).lower():
+            raise CommitConflict(f"ledger table {name} at {location}: another writer recorded "
+                                 f"transaction {app_id} version {version} at the same time"
+                                 ) from exc
+        _fallback(location, name, exc)
+        return UNAVAILABLE
+    return COMMITTED
+
+
+def merge_on_keys(location: str, name: str, rows: Sequence[Mapping[str, Any]],
+                  keys: Iterable[str]) -> direct._Marker:
+    """Upsert ``rows`` on ``keys`` (update all columns, insert new keys) in one commit.
+
+    Returns :data:`COMMITTED` or :data:`UNAVAILABLE` (commit with Spark: the upsert is
+    idempotent, so a failed attempt here followed by Spark's gives the same table).
+    """
+    table = _table(location, name)
+    if table is UNAVAILABLE:
+        return UNAVAILABLE
+    predicate = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
+    try:
+        (table.merge(_arrow(table, rows), predicate=predicate, source_alias="s",
+                     target_alias="t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    except Exception as exc:
+        _fallback(location, name, exc)
+        return UNAVAILABLE
+    return COMMITTED
