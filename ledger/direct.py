@@ -7,8 +7,9 @@ reads the same Delta tables with the ``deltalake`` package (delta-rs and DataFus
 with the same predicates, so Delta's file statistics skip the same files.
 
 Invariants:
-    * Read-only: nothing here writes a table, a log entry or a checkpoint. Every write stays with
-      Spark (``ledger.tables.Ledger``), so one engine writes the ledger.
+    * Read-only: nothing here writes a table, a log entry or a checkpoint. The replication
+      job's batch commits go through ``ledger.commits`` (delta-rs, same rules as Spark's);
+      every other write stays with Spark (``ledger.tables.Ledger``).
     * Only a filesystem ledger (a local path, or ``file://``) is read here; a catalog schema,
       an object store, or a path without a scheme where Spark's default filesystem may be
       another one (Databricks, a Hadoop or YARN configuration) is :data:`UNAVAILABLE` and the

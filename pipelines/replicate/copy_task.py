@@ -1,9 +1,10 @@
 """The executor task: copy planned offset ranges with librdkafka and return only their runs.
 
-One Spark task receives a few :class:`CopyRange` (distinct source partitions), consumes them
-with one confluent-kafka consumer (``assign`` at the planned offsets, ``read_committed``, no
-group, no commits) and produces every record to the same partition number of the replica with
-one idempotent producer. Record bytes stay in librdkafka and this Python worker; only one
+One task (a Spark task, or a local worker's: ``executors``) receives a few :class:`CopyRange`
+(distinct source partitions), consumes them with one confluent-kafka consumer (``assign`` at
+the planned offsets, ``read_committed``, no group, no commits) and produces every record to the
+same partition number of the replica with one idempotent producer. Record bytes stay in
+librdkafka and this Python worker; only one
 :class:`RangeResult` per range (its runs, counts, the offset it reached, or its error) goes
 back to the driver.
 

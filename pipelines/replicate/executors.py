@@ -32,7 +32,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -98,8 +98,10 @@ def _watch_parent(parent: int) -> None:
 class LocalCopies:
     """Copy tasks in worker processes of this machine, one per slot of the local master."""
 
-    def __init__(self, master: str | None = None) -> None:
+    def __init__(self, master: str | None = None,
+                 task: Callable[..., list[RangeResult]] = copy_group) -> None:
         self.slots = plan.task_slots(master or local_master() or "local[*]", os.cpu_count() or 1)
+        self._task = task  # a module-level function: spawned workers import it by name
         self._pool: ProcessPoolExecutor | None = None
 
     def _executor(self) -> ProcessPoolExecutor:
@@ -123,7 +125,7 @@ class LocalCopies:
         for attempt in (1, 2):
             pool = self._executor()
             futures: list[tuple[list[CopyRange], Future[list[RangeResult]]]] = [
-                (g, pool.submit(copy_group, g, dict(consumer_config), dict(producer_config),
+                (g, pool.submit(self._task, g, dict(consumer_config), dict(producer_config),
                                 max_bytes)) for g in todo]
             lost: list[list[CopyRange]] = []
             for group, future in futures:

@@ -2,13 +2,16 @@
 
 The driver plans each batch from the ledger and the clusters (``plan``, ``state``): per source
 partition, the next upstream offset is where the recorded runs of the current epoch end, and a
-batch is a set of bounded ranges ``(topic, partition, from, to)``. A Spark job runs the ranges
-on the executors (``copy_task``: one task per group of ranges, librdkafka consumer -> idempotent
-producer); the tasks return only the runs they wrote. The driver appends the batch's runs to
-``offset_syncs`` and then MERGEs ``replication_progress``. No Spark streaming query and no
-streaming checkpoint: a stopped job (SIGTERM, ``kill -9``) leaves nothing that a later pass
-with other topics or partitions could trip over. A continuous run stops on SIGTERM or SIGINT
-after recording its current batch (a second signal stops at once) and prints its ledger share.
+batch is a set of bounded ranges ``(topic, partition, from, to)``. Copy tasks run the ranges
+(``copy_task``: one task per group of ranges, librdkafka consumer -> idempotent producer) as a
+Spark job on the executors, or, where Spark's master would be ``local``, in worker processes of
+the driver (``executors``); the tasks return only the runs they wrote. The driver appends the
+batch's runs to ``offset_syncs`` and then MERGEs ``replication_progress``, through delta-rs for
+a path ledger (``ledger.commits``) or Spark. A local pass on a path ledger starts no JVM.
+No Spark streaming query and no streaming checkpoint: a stopped job (SIGTERM, ``kill -9``)
+leaves nothing that a later pass with other topics or partitions could trip over. A continuous
+run stops on SIGTERM or SIGINT after recording its current batch (a second signal stops at
+once) and prints its ledger share.
 
 Invariants:
     * Order of effects per batch: every record of a range is delivered (flushed, each delivery

@@ -181,7 +181,13 @@ def test_a_pass_with_nothing_to_do_starts_no_jvm(spark, make_config, unique, mon
     assert cli.main(["replicate", "--flow", "P->B", "--once", "--config", config.path]) == 0
     assert "0 record(s) copied" in capsys.readouterr().out
 
-    # New records: the pass needs Spark to copy them, and asks for it.
+    # New records: with Spark's copy tasks the pass needs a JVM, and asks for it.
     produce(config.cluster("P"), topic, sample(2, 1, "more"))
     with pytest.raises(AssertionError, match="started Spark"):
-        cli.main(["replicate", "--flow", "P->B", "--once", "--config", config.path])
+        cli.main(["replicate", "--flow", "P->B", "--once", "--executor", "spark", "--config",
+                  config.path])
+    # Local copy workers and delta-rs commits need none.
+    assert cli.main(["replicate", "--flow", "P->B", "--once", "--config", config.path]) == 0
+    assert "2 record(s) copied, 2 run(s) recorded" in capsys.readouterr().out
+    assert ledger_runs(spark, config, "P->B", topic) == [(0, 0, 0, 5), (0, 5, 5, 1),
+                                                         (1, 0, 0, 5), (1, 5, 5, 1)]

@@ -1,0 +1,145 @@
+"""delta-rs commits of a path ledger: Spark reads them, and Spark's txn rule holds across both."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from ledger import commits
+from ledger.schemas import (
+    NATURAL_KEYS,
+    OFFSET_SYNCS,
+    OFFSET_SYNCS_SCHEMA,
+    REPLICATION_PROGRESS,
+    REPLICATION_PROGRESS_SCHEMA,
+)
+from ledger.tables import Ledger
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+APP = "offset-ledger-replicate-P->B"
+
+
+def _run(u, d, n, batch, partition=0):
+    return {"flow": "P->B", "source_cluster": "P", "target_cluster": "B", "topic": "orders",
+            "replica_topic": "P.orders", "partition": partition, "upstream_offset": u,
+            "downstream_offset": d, "length": n, "run_id": "r1", "batch_id": batch,
+            "written_at": T0 + dt.timedelta(seconds=batch)}
+
+
+def _progress(partition, nxt, batch):
+    return {"flow": "P->B", "topic": "orders", "replica_topic": "P.orders",
+            "partition": partition, "last_upstream_offset": nxt - 1,
+            "next_upstream_offset": nxt, "source_end_offset": nxt + 5, "lag": 5,
+            "newest_record_timestamp": T0, "record_age_ms": 7, "batch_id": batch,
+            "updated_at": T0 + dt.timedelta(seconds=batch)}
+
+
+@pytest.fixture
+def ledger(spark, tmp_path):
+    # Only the two tables the replication job commits to, created by Spark as `ledger init`
+    # creates them.
+    ledger = Ledger(spark, str(tmp_path / "ledger"))
+    for name, schema in ((OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA),
+                         (REPLICATION_PROGRESS, REPLICATION_PROGRESS_SCHEMA)):
+        spark.createDataFrame([], schema).write.format("delta").save(ledger.table_path(name))
+    return ledger
+
+
+def _rows(ledger, name):
+    return sorted(tuple(r) for r in ledger.read(name).collect())
+
+
+@pytest.mark.spark
+def test_append_is_read_by_spark_and_a_repeated_txn_writes_nothing(ledger, spark):
+    runs = [_run(0, 0, 10, 0), _run(12, 10, 5, 0)]
+
+    first = commits.append_with_txn(ledger.location, OFFSET_SYNCS, runs, app_id=APP, version=0)
+    again = commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(99, 99, 1, 0)],
+                                    app_id=APP, version=0)
+
+    assert first is commits.COMMITTED
+    assert again is commits.ALREADY_RECORDED
+    expected = spark.createDataFrame([tuple(r.values()) for r in runs], OFFSET_SYNCS_SCHEMA)
+    assert_df_equality(ledger.read(OFFSET_SYNCS), expected, ignore_row_order=True,
+                       ignore_nullable=True)
+    # Spark's own txnAppId/txnVersion rule sees the pair delta-rs committed.
+    ledger.append(OFFSET_SYNCS, spark.createDataFrame([tuple(_run(50, 50, 1, 0).values())],
+                                                      OFFSET_SYNCS_SCHEMA),
+                  txn_app_id=APP, txn_version=0)
+    assert ledger.read(OFFSET_SYNCS).count() == 2
+
+
+@pytest.mark.spark
+def test_delta_rs_respects_a_pair_spark_committed(ledger, spark):
+    ledger.append(OFFSET_SYNCS, spark.createDataFrame([tuple(_run(0, 0, 3, 4).values())],
+                                                      OFFSET_SYNCS_SCHEMA),
+                  txn_app_id=APP, txn_version=4)
+
+    assert commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(3, 3, 1, 3)],
+                                   app_id=APP, version=3) is commits.ALREADY_RECORDED
+    assert commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(3, 3, 1, 5)],
+                                   app_id=APP, version=5) is commits.COMMITTED
+    assert [r[6] for r in _rows(ledger, OFFSET_SYNCS)] == [0, 3]
+
+
+@pytest.mark.spark
+def test_a_concurrent_commit_of_the_same_pair_fails_the_later_one(ledger, monkeypatch):
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    path = str(Path(ledger.location) / OFFSET_SYNCS)
+    winner = DeltaTable(path)  # read at the same version as the loser will be
+    write_deltalake(winner, commits._arrow(winner, [_run(0, 0, 2, 7)]), mode="append",
+                    commit_properties=CommitProperties(
+                        app_transactions=[Transaction(APP, 7)]))
+    stale = DeltaTable(path, version=winner.version() - 1)
+    # The loser read the table before the winner committed.
+    monkeypatch.setattr(commits, "_table", lambda location, name: stale)
+
+    with pytest.raises(commits.CommitConflict, match="at the same time"):
+        commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(0, 0, 2, 7)],
+                                app_id=APP, version=7)
+    monkeypatch.undo()
+    assert len(_rows(ledger, OFFSET_SYNCS)) == 1
+
+
+@pytest.mark.spark
+def test_merge_upserts_on_the_natural_key(ledger, spark):
+    keys = NATURAL_KEYS[REPLICATION_PROGRESS]
+    assert commits.merge_on_keys(ledger.location, REPLICATION_PROGRESS,
+                                 [_progress(0, 10, 0), _progress(1, 4, 0)],
+                                 keys) is commits.COMMITTED
+    assert commits.merge_on_keys(ledger.location, REPLICATION_PROGRESS,
+                                 [_progress(0, 25, 1), _progress(2, 3, 1)],
+                                 keys) is commits.COMMITTED
+
+    expected = spark.createDataFrame(
+        [tuple(_progress(0, 25, 1).values()), tuple(_progress(1, 4, 0).values()),
+         tuple(_progress(2, 3, 1).values())], REPLICATION_PROGRESS_SCHEMA)
+    assert_df_equality(ledger.read(REPLICATION_PROGRESS), expected, ignore_row_order=True,
+                       ignore_nullable=True)
+
+
+@pytest.mark.spark
+def test_a_ledger_delta_rs_cannot_write_is_left_to_spark(ledger, tmp_path, monkeypatch):
+    # A catalog schema, an object store, a Hadoop default filesystem: nothing written here.
+    for location in ("main.offset_ledger", "s3://bucket/ledger"):
+        assert commits.append_with_txn(location, OFFSET_SYNCS, [_run(0, 0, 1, 0)],
+                                       app_id=APP, version=0) is commits.UNAVAILABLE
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    assert commits.merge_on_keys(ledger.location, REPLICATION_PROGRESS, [_progress(0, 1, 0)],
+                                 NATURAL_KEYS[REPLICATION_PROGRESS]) is commits.UNAVAILABLE
+    monkeypatch.delenv("HADOOP_CONF_DIR")
+    # A log with a hole (a commit file lost): never committed on top of it.
+    ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(
+        [tuple(_run(0, 0, 1, 0).values())], OFFSET_SYNCS_SCHEMA))
+    ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(
+        [tuple(_run(1, 1, 1, 1).values())], OFFSET_SYNCS_SCHEMA))
+    log = Path(ledger.location) / OFFSET_SYNCS / "_delta_log"
+    shutil.move(log / f"{1:020d}.json", tmp_path / "lost.json")
+    assert commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(2, 2, 1, 2)],
+                                   app_id=APP, version=2) is commits.UNAVAILABLE
+    assert not (log / f"{3:020d}.json").exists()
