@@ -38,9 +38,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ledger.records import ProgressRecord
 from ledger.translation import Run
+
+if TYPE_CHECKING:  # the copy tasks import this module: they need no Spark types
+    from ledger.records import ProgressRecord
 
 __all__ = [
     "PartitionSummary",
@@ -195,6 +198,8 @@ def progress_row(*, flow: str, summary: PartitionSummary,
     (never negative: the end offset is read after the batch and only grows); the record age is
     ``updated_at`` minus the newest replicated record's timestamp.
     """
+    from ledger.records import ProgressRecord
+
     last = summary.last_upstream_offset
     end = source_end_offsets.get((summary.topic, summary.partition))
     lag = None if end is None else max(0, end - (last + 1))

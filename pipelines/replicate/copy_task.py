@@ -39,7 +39,6 @@ from typing import Any
 from ledger.writer import PartitionSummary
 from pipelines.replicate.sink import (
     FLUSH_TIMEOUT_S,
-    POLL_EVERY,
     DeliveryError,
     PartitionDeliveries,
 )
@@ -150,18 +149,17 @@ def _copy(ranges: Sequence[CopyRange], consumer_config: dict[str, Any],
 
 def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, int], _Open],
                          max_bytes: int | None, producer_config: Mapping[str, Any]) -> None:
-    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, TopicPartition
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, TopicPartition
 
     consumer.assign([TopicPartition(o.range.topic, o.range.partition, o.range.start)
                      for o in opened.values() if not o.done])
     active = sum(1 for o in opened.values() if not o.done)
-    produce, poll = producer.produce, producer.poll
+    produce, poll, consume = producer.produce, producer.poll, consumer.consume
     limit = max_bytes or 0
-    produced = 0
     zero: dict[str, Any] = {"config": producer_config}
     last_progress = time.monotonic()
     while active:
-        msgs = consumer.consume(CONSUME_BATCH, 0.5)
+        msgs = consume(CONSUME_BATCH, 0.5)
         if not msgs:
             if time.monotonic() - last_progress > IDLE_TIMEOUT_S:
                 for o in opened.values():
@@ -173,65 +171,88 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
             poll(0)
             continue
         last_progress = time.monotonic()
-        current: _Open | None = None
+        # The per-record path is the job's CPU: the current range's fields live in locals,
+        # reloaded when the partition changes (a fetch returns runs of one partition).
+        ctopic, cpart = None, -1
         for msg in msgs:
-            err = msg.error()
-            if err is not None:
-                o = opened.get((msg.topic(), msg.partition()))
-                if err.code() == KafkaError._PARTITION_EOF:
-                    if o is not None and not o.done and msg.offset() >= o.range.end:
-                        o.position, o.done = o.range.end, True
-                        active -= 1
-                    continue
-                targets = [o] if o is not None else list(opened.values())
-                for t in targets:
-                    if not t.done:
-                        t.done, t.error = True, f"reading failed: {err.str()}"
-                        active -= 1
+            if msg.error() is not None:
+                active -= _read_error(msg, opened)
+                ctopic = None
                 continue
-            if current is None or current.range.partition != msg.partition() or \
-                    current.range.topic != msg.topic():
-                current = opened[(msg.topic(), msg.partition())]
-            o = current
+            topic, part = msg.topic(), msg.partition()
+            if part != cpart or topic != ctopic:
+                ctopic, cpart = topic, part
+                o = opened[(topic, part)]
+                d = o.deliveries
+                end, replica, on_delivery = o.range.end, d.replica, d.on_delivery
+                append = d.upstream.append
+                newest = d.newest_timestamp_ms if d.newest_timestamp_ms is not None else -1
             if o.done:
                 continue
             offset = msg.offset()
-            if offset >= o.range.end:  # the range ended with markers or aborted records
-                o.position, o.done = o.range.end, True
+            if offset >= end:  # the range ended with markers or aborted records
+                o.position, o.done = end, True
                 active -= 1
-                consumer.pause([TopicPartition(o.range.topic, o.range.partition)])
+                consumer.pause([TopicPartition(topic, part)])
                 continue
             ts_type, ts = msg.timestamp()
-            epoch_zero = False
-            if ts_type == TIMESTAMP_NOT_AVAILABLE or ts < 0:
-                ts = 0  # no timestamp: the produce time, as the Java producer does
-            else:
-                epoch_zero = ts == 0
-                if ts > (o.deliveries.newest_timestamp_ms or -1):
-                    o.deliveries.newest_timestamp_ms = ts
             key, value = msg.key(), msg.value()
-            d = o.deliveries
-            d.upstream.append(offset)
-            if epoch_zero:
+            append(offset)
+            if ts > 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
+                if ts > newest:
+                    newest = d.newest_timestamp_ms = ts
+                try:
+                    produce(replica, value, key, part, on_delivery=on_delivery, timestamp=ts,
+                            headers=msg.headers())
+                except BufferError:
+                    _produce_when_queue_drains(producer, replica, value, key, part,
+                                               on_delivery, ts, msg.headers())
+            elif ts == 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
+                if newest < 0:
+                    newest = d.newest_timestamp_ms = 0
                 _produce_epoch_zero(producer, d, offset, key, value, msg.headers(), zero)
-            else:
-                while True:
-                    try:
-                        produce(d.replica, value, key, d.partition, on_delivery=d.on_delivery,
-                                timestamp=ts, headers=msg.headers())
-                        break
-                    except BufferError:  # local queue full: let deliveries drain
-                        poll(0.05)
-            produced += 1
-            if produced % POLL_EVERY == 0:
-                poll(0)
+            else:  # no timestamp (-1): the produce time, as the Java producer gives it
+                _produce_when_queue_drains(producer, replica, value, key, part, on_delivery,
+                                           0, msg.headers())
             o.position = offset + 1
             if limit:
                 o.bytes += (len(key) if key else 0) + (len(value) if value else 0)
-            if o.position >= o.range.end or (limit and o.bytes >= limit):
+            if offset + 1 >= end or (limit and o.bytes >= limit):
                 o.done = True
                 active -= 1
-                consumer.pause([TopicPartition(o.range.topic, o.range.partition)])
+                consumer.pause([TopicPartition(topic, part)])
+        poll(0)  # serve the delivery reports of this fetch
+
+
+def _read_error(msg: Any, opened: dict[tuple[str, int], _Open]) -> int:
+    """Handle an error message of the consumer; returns how many ranges it closed."""
+    from confluent_kafka import KafkaError
+
+    err = msg.error()
+    o = opened.get((msg.topic(), msg.partition()))
+    if err.code() == KafkaError._PARTITION_EOF:
+        if o is not None and not o.done and msg.offset() >= o.range.end:
+            o.position, o.done = o.range.end, True
+            return 1
+        return 0
+    closed = 0
+    for t in [o] if o is not None else list(opened.values()):
+        if not t.done:
+            t.done, t.error = True, f"reading failed: {err.str()}"
+            closed += 1
+    return closed
+
+
+def _produce_when_queue_drains(producer: Any, replica: str, value: bytes | None,
+                               key: bytes | None, partition: int, on_delivery: Any,
+                               timestamp: int, headers: Any) -> None:
+    while True:
+        try:
+            producer.produce(replica, value, key, partition, on_delivery=on_delivery,
+                             timestamp=timestamp, headers=headers)
+            return
+        except BufferError:  # local queue full: let deliveries drain
+            producer.poll(0.05)
 
 
 def _produce_epoch_zero(producer: Any, d: PartitionDeliveries, upstream: int, key: bytes | None,

@@ -42,7 +42,6 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 # Never overridable: exactness and order depend on them.
 PRODUCER_REQUIRED: dict[str, Any] = {"enable.idempotence": True, "acks": "all"}
 FLUSH_TIMEOUT_S = 120.0
-POLL_EVERY = 1000
 
 
 class DeliveryError(RuntimeError):
