@@ -21,8 +21,9 @@ Invariants:
       loss returns an error for each of its ranges (nothing recorded; the next pass copies
       them again).
     * Local workers end with the driver: each watches its parent and exits when the driver is
-      gone (``kill -9``), so no orphan goes on producing; they ignore SIGINT, which the driver
-      handles (a continuous run stops after recording its batch).
+      gone (``kill -9``), so no orphan goes on producing; they ignore SIGINT and SIGTERM sent
+      to the process group, which the driver handles (a continuous run stops after recording
+      its batch, then shuts its workers down).
 """
 
 from __future__ import annotations
@@ -91,7 +92,10 @@ def _watch_parent(parent: int) -> None:
             threading.Event().wait(0.5)
         os._exit(1)
 
+    # Signals to the whole process group (Ctrl-C, systemd's stop) are the driver's to handle:
+    # it finishes and records the batch, then shuts the pool down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=watch, name="offset-ledger-parent-watch", daemon=True).start()
 
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -125,3 +130,50 @@ def test_a_local_pass_on_a_path_ledger_starts_no_jvm(spark, make_config, unique,
     progress = {(r["topic"], r["partition"]): r["next_upstream_offset"]
                 for r in ledger.read("replication_progress").collect()}
     assert progress == {(orders, n): 500 for n in range(3)}
+
+
+def _hang(group, consumer_config, producer_config, max_bytes):
+    """A task that reports its worker's pid and then never ends (as a long copy would)."""
+    Path(consumer_config["pid_file"]).write_text(str(os.getpid()))
+    threading.Event().wait()
+
+
+_DRIVER = """
+import sys
+from pipelines.replicate import executors
+from pipelines.replicate.copy_task import CopyRange
+from tests.pipelines.replicate.test_executors import _hang
+copies = executors.LocalCopies("local[1]", task=_hang)
+copies.run([[CopyRange("t", "P.t", 0, 0, 5)]], {"pid_file": sys.argv[1]}, {}, None, "test")
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.unit
+def test_workers_end_with_a_killed_driver(tmp_path):
+    pid_file = tmp_path / "worker.pid"
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(pid_file)],
+                              cwd=Path(__file__).resolve().parents[3])
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert driver.poll() is None, "the driver ended before its worker started"
+            assert time.monotonic() < deadline, "the worker never started its task"
+            time.sleep(0.05)
+        worker = int(pid_file.read_text())
+        assert _alive(worker)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(10)
+
+    deadline = time.monotonic() + 10
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(worker), "a copy worker outlived its killed driver"
