@@ -220,7 +220,7 @@ def _replicate_command(cfg_path: str, topic: str, workdir: Path, args: argparse.
     cfg = workdir / f"ol-{topic}.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     command = [str(Path(sys.executable).with_name("offset-ledger")), "replicate", "--flow",
-               "P->B", *options, "--config", str(cfg)]
+               "P->B", *options, "--executor", args.executor, "--config", str(cfg)]
     return command, {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
 
 
@@ -399,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh-ledger", action="store_true",
                         help="a new ledger per offset-ledger run (its table creation counted); "
                              "default: one ledger created before the first round, as deployed")
+    parser.add_argument("--executor", choices=("auto", "spark", "local"), default="auto",
+                        help="offset-ledger's --executor (spark: copy tasks as a Spark job, "
+                             "as on a cluster)")
     parser.add_argument("--continuous", action="store_true",
                         help="offset-ledger only: a continuous replicate while the source is "
                              "filled; reports its ledger share (e.g. --records 10000000)")
