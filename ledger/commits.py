@@ -23,6 +23,9 @@ Invariants:
       a repeat a no-op, and the MERGE on the natural key is idempotent.
     * Rows are converted with the table's own Arrow schema, so a commit never changes the
       table's schema or protocol.
+    * Log checkpoints come at Spark's interval (``delta.checkpointInterval``, default 10; delta-rs
+      alone would write one every 100 commits), so a reader replays at most that many JSON
+      commits whichever engine wrote them.
     * Both engines commit with put-if-absent on the log (rename without replace on a local
       filesystem), so they may share a table: ``ledger maintain``'s Spark OPTIMIZE and VACUUM
       do not conflict with a blind append.
@@ -40,6 +43,7 @@ from ledger.errors import OffsetLedgerError
 
 log = logging.getLogger(__name__)
 
+SPARK_CHECKPOINT_INTERVAL = 10  # Delta Lake's default delta.checkpointInterval
 UNAVAILABLE = direct.UNAVAILABLE  # commit it with Spark instead
 ALREADY_RECORDED = direct._Marker("ALREADY_RECORDED")  # the txn pair is in the log already
 COMMITTED = direct._Marker("COMMITTED")
@@ -82,6 +86,13 @@ def _arrow(table: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
                                 schema=schema)
 
 
+def _checkpoint_at_interval(table: Any) -> None:
+    configured = table.metadata().configuration.get("delta.checkpointInterval")
+    interval = int(configured) if configured else SPARK_CHECKPOINT_INTERVAL
+    if table.version() % max(1, interval) == 0:
+        table.create_checkpoint()
+
+
 def append_with_txn(location: str, name: str, rows: Sequence[Mapping[str, Any]], *,
                     app_id: str, version: int) -> direct._Marker:
     """Append ``rows`` in one commit carrying the transaction ``(app_id, version)``.
@@ -104,6 +115,7 @@ def append_with_txn(location: str, name: str, rows: Sequence[Mapping[str, Any]],
         txn = Transaction(app_id, int(version), int(time.time() * 1000))
         write_deltalake(table, data, mode="append",
                         commit_properties=CommitProperties(app_transactions=[txn]))
+        _checkpoint_at_interval(table)
     except Exception as exc:
         if isinstance(exc, CommitFailedError) and "concurrent transaction" in str(exc).lower():
             raise CommitConflict(f"ledger table {name} at {location}: another writer recorded "
@@ -129,6 +141,7 @@ def merge_on_keys(location: str, name: str, rows: Sequence[Mapping[str, Any]],
         (table.merge(_arrow(table, rows), predicate=predicate, source_alias="s",
                      target_alias="t")
          .when_matched_update_all().when_not_matched_insert_all().execute())
+        _checkpoint_at_interval(table)
     except Exception as exc:
         _fallback(location, name, exc)
         return UNAVAILABLE

@@ -143,3 +143,20 @@ def test_a_ledger_delta_rs_cannot_write_is_left_to_spark(ledger, tmp_path, monke
     assert commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(2, 2, 1, 2)],
                                    app_id=APP, version=2) is commits.UNAVAILABLE
     assert not (log / f"{3:020d}.json").exists()
+
+
+@pytest.mark.spark
+def test_checkpoints_come_at_sparks_interval(ledger):
+    from ledger import direct
+
+    for batch in range(11):  # versions 1..11 after Spark's create at version 0
+        run = _run(batch, batch, 1, batch)
+        assert commits.append_with_txn(ledger.location, OFFSET_SYNCS, [run], app_id=APP,
+                                       version=batch) is commits.COMMITTED
+    table = Path(ledger.location) / OFFSET_SYNCS
+    log = table / "_delta_log"
+
+    assert sorted(p.name for p in log.glob("*.checkpoint.parquet")) == [
+        f"{10:020d}.checkpoint.parquet"]
+    assert direct.log_complete(table)
+    assert ledger.read(OFFSET_SYNCS).count() == 11
