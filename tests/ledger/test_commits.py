@@ -160,3 +160,22 @@ def test_checkpoints_come_at_sparks_interval(ledger):
         f"{10:020d}.checkpoint.parquet"]
     assert direct.log_complete(table)
     assert ledger.read(OFFSET_SYNCS).count() == 11
+
+
+@pytest.mark.spark
+def test_an_append_over_a_concurrent_compaction_commits(ledger, spark, monkeypatch):
+    from deltalake import DeltaTable
+
+    for batch in range(3):
+        commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(batch, batch, 1, batch)],
+                                app_id=APP, version=batch)
+    path = str(Path(ledger.location) / OFFSET_SYNCS)
+    before = DeltaTable(path)  # the append reads the table, then `ledger maintain` compacts
+    spark.sql(f"OPTIMIZE delta.`{path}`").collect()
+    monkeypatch.setattr(commits, "_table", lambda location, name: before)
+
+    outcome = commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(3, 3, 1, 3)],
+                                      app_id=APP, version=3)
+
+    assert outcome is commits.COMMITTED
+    assert sorted(r[6] for r in _rows(ledger, OFFSET_SYNCS)) == [0, 1, 2, 3]
