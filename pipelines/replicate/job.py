@@ -1,17 +1,18 @@
 """``offset-ledger replicate --flow 'P->B' [--once]``: copy a flow's topics and record every run.
 
-The driver plans each batch from the ledger and the clusters (``plan``, ``state``): per source
-partition, the next upstream offset is where the recorded runs of the current epoch end, and a
-batch is a set of bounded ranges ``(topic, partition, from, to)``. Copy tasks run the ranges
-(``copy_task``: one task per group of ranges, librdkafka consumer -> idempotent producer) as a
-Spark job on the executors, or, where Spark's master would be ``local``, in worker processes of
-the driver (``executors``); the tasks return only the runs they wrote. The driver appends the
-batch's runs to ``offset_syncs`` and then MERGEs ``replication_progress``, through delta-rs for
-a path ledger (``ledger.commits``) or Spark. A local pass on a path ledger starts no JVM.
-No Spark streaming query and no streaming checkpoint: a stopped job (SIGTERM, ``kill -9``)
-leaves nothing that a later pass with other topics or partitions could trip over. A continuous
-run stops on SIGTERM or SIGINT after recording its current batch (a second signal stops at
-once) and prints its ledger share.
+The driver (``replicator.FlowReplicator``) plans each batch from the ledger and the clusters
+(``plan``, ``state``): per source partition, the next upstream offset is where the recorded
+runs of the current epoch end, and a batch is a set of bounded ranges ``(topic, partition,
+from, to)``. Copy tasks run the ranges (``copy_task``: one task per group of ranges, librdkafka
+consumer -> idempotent producer) as a Spark job on the executors, or, where Spark's master
+would be ``local``, in worker processes of the driver (``executors``); the tasks return only
+the runs they wrote. The driver appends the batch's runs to ``offset_syncs`` and then MERGEs
+``replication_progress`` (``recorder``), through delta-rs for a path ledger
+(``ledger.commits``) or Spark. A local pass on a path ledger starts no JVM. No Spark streaming
+query and no streaming checkpoint: a stopped job (SIGTERM, ``kill -9``) leaves nothing that a
+later pass with other topics or partitions could trip over. A continuous run stops on SIGTERM
+or SIGINT after recording its current batch (a second signal stops at once) and prints its
+ledger share.
 
 Invariants:
     * Order of effects per batch: every record of a range is delivered (flushed, each delivery
@@ -20,10 +21,11 @@ Invariants:
       runs record. A crash at any point loses at most the unrecorded copies of one batch: the
       next pass plans from the ledger and copies them again (at-least-once), and the ledger
       never holds a run for a copy that does not exist.
-    * A retried task (executor lost) re-copies its ranges; a range whose copy fails returns an
-      error and no runs. Only results that reach the driver are recorded, once: a copy the
-      ledger does not record is a duplicate, never a wrong mapping. Speculative execution only
-      adds such duplicates; it should be off for this job (``spark.speculation=false``).
+    * A retried task (executor or local worker lost) re-copies its ranges; a range whose copy
+      fails returns an error and no runs. Only results that reach the driver are recorded,
+      once: a copy the ledger does not record is a duplicate, never a wrong mapping.
+      Speculative execution only adds such duplicates; it should be off for this job
+      (``spark.speculation=false``).
     * Appends carry ``txnAppId = offset-ledger-replicate-<flow>`` and ``txnVersion`` = the
       flow's batch number, ``1 +`` the newest ``batch_id`` in the ledger (stored in each row):
       two jobs of one flow racing on the same batch number record it once, and the loser's
@@ -49,357 +51,29 @@ if __package__ in (None, ""):  # `spark-submit pipelines/replicate/job.py`: make
 
 import argparse
 import dataclasses
-import datetime as dt
 import logging
-import os
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import commits
-from ledger.config import Config, FlowConfig, load_config
+from ledger.config import Config, load_config
 from ledger.errors import OffsetLedgerError
-from ledger.records import ProgressRecord
-from ledger.records import rows as record_rows
-from ledger.schemas import (
-    NATURAL_KEYS,
-    OFFSET_SYNCS,
-    OFFSET_SYNCS_SCHEMA,
-    REPLICATION_PROGRESS,
-    REPLICATION_PROGRESS_SCHEMA,
-)
-from ledger.tables import Ledger
-from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
-from pipelines import kafka_admin
 from pipelines.cli import add_flow_arguments, job_main
-from pipelines.mm2 import heartbeats
-from pipelines.replicate import executors, plan, sink, source, state, topics
+from pipelines.replicate import executors, plan
+from pipelines.replicate.recorder import ReplicationError
+from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
+
+__all__ = ["FlowReplicator", "ReplicationError", "ReplicationResult", "main",
+           "replicate_continuously", "replicate_once"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_REFRESH_S = 300.0
 DEFAULT_UNTIL_TIMEOUT_S = 120.0
-# The local driver JVM's options (ignored under spark-submit and on Databricks).
-LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 TP = plan.TP
-
-
-class ReplicationError(OffsetLedgerError):
-    """A batch could not be recorded (the ledger append or MERGE failed, ...)."""
-
-
-@dataclass
-class ReplicationResult:
-    """What one ``replicate_once`` (or one continuous run) did."""
-
-    flow: str
-    run_id: str
-    topics: list[topics.TopicPlan]
-    batches: int = 0
-    records_copied: int = 0
-    runs_written: int = 0
-    progress: dict[tuple[str, int], ProgressRecord] = field(default_factory=dict)
-    copy_seconds: float = 0.0
-    ledger_seconds: float = 0.0
-    wall_seconds: float = 0.0
-    topic_sync: topics.TopicSyncReport | None = None
-    # Source topic -> why it was not (fully) replicated in this pass.
-    errors: dict[str, str] = field(default_factory=dict)
-    # Whether every partition reached its target (the end offsets measured at the start of a
-    # --once pass, or the ``until`` offsets); partitions of failed topics never do.
-    caught_up: bool = False
-    # Next upstream offset per partition (where the recorded runs end, markers passed).
-    positions: dict[tuple[str, int], int] = field(default_factory=dict)
-
-
-class FlowReplicator:
-    """The driver's state for one flow: topics, positions, batch numbers, the ledger.
-
-    Spark is started only when a batch has something to copy (``spark=None``): topic work and
-    planning need the clusters and a read of the ledger, which a path ledger answers without a
-    JVM (``state.read_flow_state_direct``). A pass that finds nothing to do never starts one.
-    """
-
-    def __init__(self, spark: Any | None, config: Config, flow_name: str, *,
-                 max_records_per_batch: int | None = None,
-                 max_bytes_per_partition: int = plan.DEFAULT_MAX_BYTES_PER_PARTITION,
-                 executor: str = "auto", ledger_writes: str = "auto") -> None:
-        if ledger_writes not in ("auto", "spark"):
-            raise ValueError(f"ledger_writes must be auto or spark, not {ledger_writes!r}")
-        self.local_copies = executors.use_local(executor, spark is not None)
-        self.spark = spark
-        self.config = config
-        self.flow: FlowConfig = config.flow(flow_name)
-        self.max_records = max_records_per_batch
-        self.max_bytes = max_bytes_per_partition
-        self.result = ReplicationResult(self.flow.name, _new_run_id(), [])
-        self.positions: dict[TP, int] = {}
-        self.replicas: dict[str, str] = {}
-        self.broken: dict[str, str] = {}
-        self.last_batch = -1
-        self.last_written_at: dt.datetime | None = None
-        self.ledger: Ledger | None = None
-        self._background = ThreadPoolExecutor(max_workers=1,
-                                              thread_name_prefix="offset-ledger-progress")
-        self._progress_write: Future[None] | None = None
-        self._tables_verified = False
-        # Batch commits through delta-rs (ledger.commits) once the direct read verified the
-        # tables; off for good after the first commit it could not make.
-        self._commit_direct = False
-        self._ledger_writes = ledger_writes
-        self._opening: Future[Ledger] | None = None
-        self._copies: executors.LocalCopies | executors.SparkCopies | None = None
-
-    # --- Spark and the ledger, when first needed ---------------------------------------------
-
-    def session(self) -> Any:
-        if self.spark is None:
-            from pipelines.spark import get_spark
-
-            # The driver JVM only plans and writes small Delta commits: the quick compiler and
-            # the serial collector start it with a fraction of the CPU (record bytes never
-            # enter it).
-            self.spark = get_spark("offset-ledger-replicate", java_options=LEAN_JVM)
-        _use_driver_python_locally(self.spark)
-        return self.spark
-
-    def copies(self) -> executors.LocalCopies | executors.SparkCopies:
-        """Where copy tasks run (``executors``): started on the first batch with records."""
-        if self._copies is None:
-            if self.local_copies:
-                self._copies = executors.LocalCopies()
-            else:
-                self._copies = executors.SparkCopies(self.session())
-                _warn_if_speculative(self.spark)
-        return self._copies
-
-    def _open_ledger(self) -> Ledger:
-        ledger = Ledger(self.session(), self.config.ledger_location)
-        if not self._tables_verified:  # else the two tables written here were read already
-            ledger.init()
-        return ledger
-
-    def _open_and_warm(self) -> Ledger:
-        ledger = self._open_ledger()
-        # Delta's classes and the two tables' snapshots load now, so the batch's append and
-        # MERGE do not pay for them on the critical path.
-        for name in (OFFSET_SYNCS, REPLICATION_PROGRESS):
-            ledger.read(name).schema
-        return ledger
-
-    def open_ledger_while_copying(self) -> None:
-        """Open the ledger in the background (before the first copy job is submitted)."""
-        if self.ledger is None and self._opening is None:
-            self._opening = self._background.submit(self._open_and_warm)
-
-    def ledger_now(self) -> Ledger:
-        """The initialised ledger (its tables created or checked on the first call)."""
-        if self.ledger is None:
-            opening, self._opening = self._opening, None
-            self.ledger = opening.result() if opening is not None else self._open_ledger()
-        return self.ledger
-
-    # --- topics ----------------------------------------------------------------------------
-
-    def refresh(self, config: Config | None = None) -> None:
-        """(Re)select topics, create/grow/configure replicas, and place new partitions."""
-        if config is not None:
-            self.config = config
-            self.flow = config.flow(self.flow.name)
-        for alias in (self.flow.source, self.flow.target):
-            kafka_admin.check_reachable(self.config.cluster(alias))
-        plans = topics.plan_topics(self.config, self.flow)
-        report = topics.ensure_replicas(self.config, self.flow, plans)
-        self.heartbeat()
-        self.broken = dict(report.errors)
-        healthy = [p for p in plans if p.topic not in self.broken]
-        self.result.topics = plans
-        self.result.topic_sync = report
-        self.result.errors.update(report.errors)
-        self.replicas = {p.topic: p.replica_topic for p in healthy}
-        wanted = [(p.topic, n) for p in healthy for n in range(p.partitions)]
-        new = [tp for tp in wanted if tp not in self.positions]
-        if new:
-            self._place(new)
-        # Partitions of deselected or broken topics are no longer planned.
-        keep = set(wanted)
-        self.positions = {tp: o for tp, o in self.positions.items() if tp in keep}
-
-    def heartbeat(self) -> None:
-        """Write the flow's heartbeats as MM2 does (a failure is logged: replication goes on)."""
-        try:
-            heartbeats.emit(self.config, self.flow)
-        except Exception as exc:  # a heartbeat is evidence of life, never a reason to stop
-            log.warning("flow %s: heartbeat not written: %s", self.flow.name, exc)
-
-    def _place(self, partitions: list[TP]) -> None:
-        flow_state = state.read_flow_state_direct(self.config.ledger_location, self.flow.name,
-                                                  partitions)
-        if flow_state is None:
-            flow_state = state.read_flow_state(self.ledger_now(), self.flow.name, partitions)
-        elif self.ledger is None:
-            self._tables_verified = flow_state.tables_verified
-            self._commit_direct = self._tables_verified and self._ledger_writes == "auto"
-        self.last_batch = max(self.last_batch, flow_state.last_batch)
-        if flow_state.newest_written_at and (self.last_written_at is None or
-                                             flow_state.newest_written_at > self.last_written_at):
-            self.last_written_at = flow_state.newest_written_at
-        src, dst = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
-        starts = source.list_offsets(src, partitions, "earliest")
-        replica_ends = source.list_offsets(
-            dst, [(self.replicas[t], p) for t, p in partitions], "latest")
-        positions, new_epoch = plan.resume_offsets(
-            partitions, flow_state.tails, {(t, p): replica_ends.get((self.replicas[t], p), 0)
-                                           for t, p in partitions}, starts)
-        for t, p in new_epoch:
-            log.warning("flow %s: replica %s[%s] ends before the recorded runs (recreated or "
-                        "truncated): a new epoch starts from %s[%s] offset %s", self.flow.name,
-                        self.replicas[t], p, t, p, positions[(t, p)])
-        self.positions.update(positions)
-
-    def end_offsets(self) -> dict[TP, int]:
-        return source.list_offsets(self.config.cluster(self.flow.source), self.positions,
-                                   "latest")
-
-    # --- one batch ---------------------------------------------------------------------------
-
-    def run_batch(self, targets: Mapping[TP, int], ends: Mapping[TP, int]) -> int:
-        """Copy one bounded batch towards ``targets`` and record it; the ranges planned."""
-        ranges = plan.plan_batch(self.positions, targets, self.replicas, self.max_records)
-        if not ranges:
-            return 0
-        copies = self.copies()
-        if not self._commit_direct:
-            # The first batch's copy runs while the ledger's tables are opened with Spark in
-            # the background (its runs are recorded once they are): the tables it needs were
-            # already read without a JVM, so a damaged ledger failed before anything was copied.
-            self.open_ledger_while_copying()
-        groups = plan.group_for_tasks(ranges, copies.slots)
-        started = time.perf_counter()
-        results = copies.run(
-            groups, source.consumer_config(self.config.cluster(self.flow.source).properties),
-            sink.producer_config(self.config.cluster(self.flow.target).properties),
-            self.max_bytes, f"offset-ledger replicate {self.flow.name}: {len(ranges)} range(s)")
-        self.result.copy_seconds += time.perf_counter() - started
-        summaries: list[PartitionSummary] = []
-        for r in results:
-            if r.error is not None:
-                topic = r.range.topic
-                message = f"{topic}[{r.range.partition}]: {r.error}"
-                log.error("flow %s: copy failed, topic %s left for now: %s", self.flow.name,
-                          topic, message)
-                self.broken[topic] = message
-                self.result.errors[topic] = message
-            elif r.summary is not None:
-                summaries.append(r.summary)
-        if summaries:
-            self._record(summaries, ends)
-        for r in results:  # after the append: positions never lead the ledger
-            if r.error is None:
-                self.positions[r.range.key] = max(self.positions[r.range.key], r.position)
-        for topic in self.broken:
-            self.positions = {tp: o for tp, o in self.positions.items() if tp[0] != topic}
-        return len(ranges)
-
-    def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
-        batch = self.last_batch + 1
-        written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
-        flow = self.flow
-        rows = sync_rows(flow=flow.name, source_cluster=flow.source, target_cluster=flow.target,
-                         summaries=summaries, run_id=self.result.run_id, batch_id=batch,
-                         written_at=written_at)
-        progress = [progress_row(flow=flow.name, summary=s, source_end_offsets=ends,
-                                 batch_id=batch, updated_at=written_at) for s in summaries]
-        started = time.perf_counter()
-        try:
-            self._append_runs(rows, batch)
-        except Exception as exc:
-            raise ReplicationError(f"flow {flow.name}: recording batch {batch} failed: "
-                                   f"{str(exc).strip().splitlines()[0][:300]}") from exc
-        self.result.ledger_seconds += time.perf_counter() - started
-        self.last_batch, self.last_written_at = batch, written_at
-        # After the append: progress never claims more than offset_syncs records. The MERGE
-        # overlaps the next batch's copy; the next one (and close()) waits for it first.
-        self.wait_for_progress()
-        self._progress_write = self._background.submit(self._merge_progress, progress)
-        records = sum(s.records for s in summaries)
-        self.result.batches += 1
-        self.result.records_copied += records
-        self.result.runs_written += len(rows)
-        for p in progress:
-            self.result.progress[(p.topic, p.partition)] = p
-        log.info("flow %s batch %s: %s records, %s runs", flow.name, batch, records, len(rows))
-
-    def _append_runs(self, rows: list[tuple], batch: int) -> None:
-        app_id = f"offset-ledger-replicate-{self.flow.name}"
-        if self._commit_direct:
-            names = [f.name for f in OFFSET_SYNCS_SCHEMA.fields]
-            outcome = commits.append_with_txn(self.config.ledger_location, OFFSET_SYNCS,
-                                              [dict(zip(names, r, strict=True)) for r in rows],
-                                              app_id=app_id, version=batch)
-            if outcome is not commits.UNAVAILABLE:
-                return
-            self._commit_direct = False
-        ledger = self.ledger_now()
-        ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
-                      txn_app_id=app_id, txn_version=batch)
-
-    def _merge_progress(self, progress: list[ProgressRecord]) -> None:
-        if self._commit_direct and commits.merge_on_keys(
-                self.config.ledger_location, REPLICATION_PROGRESS, record_rows(progress),
-                NATURAL_KEYS[REPLICATION_PROGRESS]) is commits.COMMITTED:
-            return
-        ledger = self.ledger_now()
-        ledger.merge(REPLICATION_PROGRESS,
-                     ledger.spark.createDataFrame(record_rows(progress),
-                                                  REPLICATION_PROGRESS_SCHEMA))
-
-    def wait_for_progress(self) -> None:
-        if self._progress_write is None:
-            return
-        started = time.perf_counter()
-        try:
-            self._progress_write.result()
-        except Exception as exc:
-            raise ReplicationError(f"flow {self.flow.name}: replication_progress MERGE "
-                                   f"failed: {str(exc).strip().splitlines()[0][:300]}") from exc
-        finally:
-            self._progress_write = None
-            self.result.ledger_seconds += time.perf_counter() - started
-
-    def close(self) -> None:
-        try:
-            self.wait_for_progress()
-        finally:
-            self._background.shutdown(wait=True, cancel_futures=True)
-            if self._copies is not None:
-                self._copies.close()
-            self.result.positions = dict(self.positions)
-
-
-def _use_driver_python_locally(spark: Any) -> None:
-    # In local mode the Python workers must be an interpreter with confluent-kafka: this one,
-    # unless PYSPARK_PYTHON chose another, rather than PySpark's default `python3` from PATH.
-    sc = spark.sparkContext
-    if sc.master.startswith("local") and sc.pythonExec in ("python3", "python"):
-        sc.pythonExec = os.environ.get("PYSPARK_PYTHON") or sys.executable
-
-
-def _warn_if_speculative(spark: Any) -> None:
-    if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
-        log.warning("spark.speculation is on: speculative copy tasks only add unrecorded "
-                    "duplicates on the replica; submit replicate with "
-                    "--conf spark.speculation=false")
-
-
-def _new_run_id() -> str:
-    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
 # --- passes ------------------------------------------------------------------------------------

@@ -1,0 +1,177 @@
+"""Recording a flow's batches: the runs appended to ``offset_syncs``, then progress MERGEd.
+
+    batch N    append offset_syncs, txn (offset-ledger-replicate-<flow>, N)   critical path
+               MERGE replication_progress ............ in the background, overlapping
+    batch N+1  wait for N's MERGE; append ...           the copy of batch N+1
+
+Engines: delta-rs (``ledger.commits``) for a path ledger whose two tables the driver's direct
+read verified; Spark (``ledger.tables.Ledger``) otherwise, and for good after the first commit
+delta-rs could not make. The Spark session and the ``Ledger`` are opened only when a commit or
+a read needs them; with Spark copy tasks the first batch opens them in the background while it
+copies.
+
+Invariants:
+    * A batch's ``offset_syncs`` append completes before its progress MERGE starts, and a MERGE
+      completes before the next batch's append: ``replication_progress`` never claims more than
+      ``offset_syncs`` records.
+    * Both engines write the same commit for a batch (the same txn pair, the same MERGE on the
+      natural key), so switching engines after a failure records a batch at most once.
+    * A failed append or MERGE raises :class:`ReplicationError` naming the flow and batch; no
+      cluster property (secrets) is part of the message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from ledger import commits
+from ledger.errors import OffsetLedgerError
+from ledger.records import ProgressRecord
+from ledger.records import rows as record_rows
+from ledger.schemas import (
+    NATURAL_KEYS,
+    OFFSET_SYNCS,
+    OFFSET_SYNCS_SCHEMA,
+    REPLICATION_PROGRESS,
+    REPLICATION_PROGRESS_SCHEMA,
+)
+from ledger.tables import Ledger
+
+LEDGER_WRITES = ("auto", "spark")
+
+
+class ReplicationError(OffsetLedgerError):
+    """A batch could not be recorded (the ledger append or MERGE failed, ...)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+class LedgerRecorder:
+    """One flow's ledger writes, and the Spark ``Ledger`` when something needs it.
+
+    Args:
+        location: ``ledger.location``.
+        flow: the flow's name (the txn app id is ``offset-ledger-replicate-<flow>``).
+        session: returns the SparkSession, starting it on the first call.
+        ledger_writes: ``auto`` (delta-rs where it can) or ``spark``.
+    """
+
+    def __init__(self, location: str, flow: str, session: Callable[[], Any], *,
+                 ledger_writes: str = "auto") -> None:
+        if ledger_writes not in LEDGER_WRITES:
+            raise ValueError(f"ledger_writes must be auto or spark, not {ledger_writes!r}")
+        self.location, self.flow = location, flow
+        self.app_id = f"offset-ledger-replicate-{flow}"
+        self._session = session
+        self._ledger_writes = ledger_writes
+        self.ledger: Ledger | None = None
+        self.seconds = 0.0  # on the critical path: appends and waits for a MERGE
+        self._tables_verified = False
+        self._direct = False
+        self._background = ThreadPoolExecutor(max_workers=1,
+                                              thread_name_prefix="offset-ledger-progress")
+        self._opening: Future[Ledger] | None = None
+        self._progress_write: Future[None] | None = None
+
+    def tables_verified(self, verified: bool) -> None:
+        """The driver's direct read found both tables readable (or not): commit with delta-rs."""
+        self._tables_verified = verified
+        self._direct = verified and self._ledger_writes == "auto"
+
+    @property
+    def direct(self) -> bool:
+        """Whether the next commits go through delta-rs."""
+        return self._direct
+
+    # --- the Spark ledger, when first needed -------------------------------------------------
+
+    def _open(self) -> Ledger:
+        ledger = Ledger(self._session(), self.location)
+        if not self._tables_verified:  # else the two tables written here were read already
+            ledger.init()
+        return ledger
+
+    def _open_and_warm(self) -> Ledger:
+        ledger = self._open()
+        # Delta's classes and the two tables' snapshots load now, so the batch's append and
+        # MERGE do not pay for them on the critical path.
+        for name in (OFFSET_SYNCS, REPLICATION_PROGRESS):
+            ledger.read(name).schema
+        return ledger
+
+    def open_while_copying(self) -> None:
+        """Open the Spark ledger in the background, unless delta-rs makes the commits."""
+        if not self._direct and self.ledger is None and self._opening is None:
+            self._opening = self._background.submit(self._open_and_warm)
+
+    def ledger_now(self) -> Ledger:
+        """The initialised Spark ledger (its tables created or checked on the first call)."""
+        if self.ledger is None:
+            opening, self._opening = self._opening, None
+            self.ledger = opening.result() if opening is not None else self._open()
+        return self.ledger
+
+    # --- one batch ---------------------------------------------------------------------------
+
+    def record(self, rows: list[tuple], progress: list[ProgressRecord], batch: int) -> None:
+        """Append the batch's runs now; MERGE its progress in the background afterwards."""
+        started = time.perf_counter()
+        try:
+            self._append(rows, batch)
+        except Exception as exc:
+            raise ReplicationError(f"flow {self.flow}: recording batch {batch} failed: "
+                                   f"{_first_line(exc)}") from exc
+        finally:
+            self.seconds += time.perf_counter() - started
+        self.wait_for_progress()
+        self._progress_write = self._background.submit(self._merge, progress)
+
+    def _append(self, rows: list[tuple], batch: int) -> None:
+        if self._direct:
+            names = [f.name for f in OFFSET_SYNCS_SCHEMA.fields]
+            outcome = commits.append_with_txn(self.location, OFFSET_SYNCS,
+                                              [dict(zip(names, r, strict=True)) for r in rows],
+                                              app_id=self.app_id, version=batch)
+            if outcome is not commits.UNAVAILABLE:
+                return
+            self._direct = False
+        ledger = self.ledger_now()
+        ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
+                      txn_app_id=self.app_id, txn_version=batch)
+
+    def _merge(self, progress: list[ProgressRecord]) -> None:
+        if self._direct:
+            if commits.merge_on_keys(self.location, REPLICATION_PROGRESS, record_rows(progress),
+                                     NATURAL_KEYS[REPLICATION_PROGRESS]) is commits.COMMITTED:
+                return
+            self._direct = False
+        ledger = self.ledger_now()
+        ledger.merge(REPLICATION_PROGRESS,
+                     ledger.spark.createDataFrame(record_rows(progress),
+                                                  REPLICATION_PROGRESS_SCHEMA))
+
+    def wait_for_progress(self) -> None:
+        """Wait for the last batch's MERGE; raise :class:`ReplicationError` if it failed."""
+        if self._progress_write is None:
+            return
+        started = time.perf_counter()
+        try:
+            self._progress_write.result()
+        except Exception as exc:
+            raise ReplicationError(f"flow {self.flow}: replication_progress MERGE failed: "
+                                   f"{_first_line(exc)}") from exc
+        finally:
+            self._progress_write = None
+            self.seconds += time.perf_counter() - started
+
+    def close(self) -> None:
+        try:
+            self.wait_for_progress()
+        finally:
+            self._background.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,267 @@
+"""The driver of one flow: topics, where each partition resumes, and one batch at a time.
+
+``FlowReplicator`` keeps a flow's state between batches (the partitions it replicates, the next
+upstream offset of each, the batch number and ``written_at`` of the last recorded batch) and
+runs a batch: plan bounded ranges (``plan``), run the copy tasks (``executors``), record the
+runs (``recorder``), move the positions. ``pipelines.replicate.job`` drives it (``--once``,
+continuous, ``until``).
+
+Invariants:
+    * Positions move only after the batch's runs are appended: they never lead the ledger. A
+      range whose copy failed keeps its position, and its topic is set aside for the pass.
+    * Batch numbers and ``written_at`` continue from the ledger (``state``), across restarts.
+    * New partitions (new topics, grown partitions) resume where their recorded runs of the
+      current epoch end, or at the log start (``plan.resume_offsets``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.config import Config, FlowConfig
+from ledger.records import ProgressRecord
+from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
+from pipelines import kafka_admin
+from pipelines.mm2 import heartbeats
+from pipelines.replicate import executors, plan, sink, source, state, topics
+from pipelines.replicate.recorder import LedgerRecorder
+
+log = logging.getLogger(__name__)
+
+# The local driver JVM's options (ignored under spark-submit and on Databricks).
+LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+TP = plan.TP
+
+
+@dataclass
+class ReplicationResult:
+    """What one ``replicate_once`` (or one continuous run) did."""
+
+    flow: str
+    run_id: str
+    topics: list[topics.TopicPlan]
+    batches: int = 0
+    records_copied: int = 0
+    runs_written: int = 0
+    progress: dict[tuple[str, int], ProgressRecord] = field(default_factory=dict)
+    copy_seconds: float = 0.0
+    ledger_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    topic_sync: topics.TopicSyncReport | None = None
+    # Source topic -> why it was not (fully) replicated in this pass.
+    errors: dict[str, str] = field(default_factory=dict)
+    # Whether every partition reached its target (the end offsets measured at the start of a
+    # --once pass, or the ``until`` offsets); partitions of failed topics never do.
+    caught_up: bool = False
+    # Next upstream offset per partition (where the recorded runs end, markers passed).
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+class FlowReplicator:
+    """The driver's state for one flow: topics, positions, batch numbers, the ledger.
+
+    Spark is started only when something needs it (``spark=None``): topic work and planning
+    need the clusters and a read of the ledger, which a path ledger answers without a JVM
+    (``state.read_flow_state_direct``); local copy workers and delta-rs commits need none
+    either. A pass that finds nothing to do never starts one.
+    """
+
+    def __init__(self, spark: Any | None, config: Config, flow_name: str, *,
+                 max_records_per_batch: int | None = None,
+                 max_bytes_per_partition: int = plan.DEFAULT_MAX_BYTES_PER_PARTITION,
+                 executor: str = "auto", ledger_writes: str = "auto") -> None:
+        self.local_copies = executors.use_local(executor, spark is not None)
+        self.spark = spark
+        self.config = config
+        self.flow: FlowConfig = config.flow(flow_name)
+        self.max_records = max_records_per_batch
+        self.max_bytes = max_bytes_per_partition
+        self.result = ReplicationResult(self.flow.name, _new_run_id(), [])
+        self.positions: dict[TP, int] = {}
+        self.replicas: dict[str, str] = {}
+        self.broken: dict[str, str] = {}
+        self.last_batch = -1
+        self.last_written_at: dt.datetime | None = None
+        self.recorder = LedgerRecorder(config.ledger_location, self.flow.name, self.session,
+                                       ledger_writes=ledger_writes)
+        self._copies: executors.LocalCopies | executors.SparkCopies | None = None
+
+    # --- Spark and the ledger, when first needed ---------------------------------------------
+
+    def session(self) -> Any:
+        if self.spark is None:
+            from pipelines.spark import get_spark
+
+            # The driver JVM only plans and writes small Delta commits: the quick compiler and
+            # the serial collector start it with a fraction of the CPU (record bytes never
+            # enter it).
+            self.spark = get_spark("offset-ledger-replicate", java_options=LEAN_JVM)
+        _use_driver_python_locally(self.spark)
+        return self.spark
+
+    def copies(self) -> executors.LocalCopies | executors.SparkCopies:
+        """Where copy tasks run (``executors``): started on the first batch with records."""
+        if self._copies is None:
+            if self.local_copies:
+                self._copies = executors.LocalCopies()
+            else:
+                self._copies = executors.SparkCopies(self.session())
+                _warn_if_speculative(self.spark)
+        return self._copies
+
+    # --- topics ----------------------------------------------------------------------------
+
+    def refresh(self, config: Config | None = None) -> None:
+        """(Re)select topics, create/grow/configure replicas, and place new partitions."""
+        if config is not None:
+            self.config = config
+            self.flow = config.flow(self.flow.name)
+        for alias in (self.flow.source, self.flow.target):
+            kafka_admin.check_reachable(self.config.cluster(alias))
+        plans = topics.plan_topics(self.config, self.flow)
+        report = topics.ensure_replicas(self.config, self.flow, plans)
+        self.heartbeat()
+        self.broken = dict(report.errors)
+        healthy = [p for p in plans if p.topic not in self.broken]
+        self.result.topics = plans
+        self.result.topic_sync = report
+        self.result.errors.update(report.errors)
+        self.replicas = {p.topic: p.replica_topic for p in healthy}
+        wanted = [(p.topic, n) for p in healthy for n in range(p.partitions)]
+        new = [tp for tp in wanted if tp not in self.positions]
+        if new:
+            self._place(new)
+        # Partitions of deselected or broken topics are no longer planned.
+        keep = set(wanted)
+        self.positions = {tp: o for tp, o in self.positions.items() if tp in keep}
+
+    def heartbeat(self) -> None:
+        """Write the flow's heartbeats as MM2 does (a failure is logged: replication goes on)."""
+        try:
+            heartbeats.emit(self.config, self.flow)
+        except Exception as exc:  # a heartbeat is evidence of life, never a reason to stop
+            log.warning("flow %s: heartbeat not written: %s", self.flow.name, exc)
+
+    def _place(self, partitions: list[TP]) -> None:
+        flow_state = state.read_flow_state_direct(self.config.ledger_location, self.flow.name,
+                                                  partitions)
+        if flow_state is None:
+            flow_state = state.read_flow_state(self.recorder.ledger_now(), self.flow.name,
+                                               partitions)
+        elif self.recorder.ledger is None:
+            self.recorder.tables_verified(flow_state.tables_verified)
+        self.last_batch = max(self.last_batch, flow_state.last_batch)
+        if flow_state.newest_written_at and (self.last_written_at is None or
+                                             flow_state.newest_written_at > self.last_written_at):
+            self.last_written_at = flow_state.newest_written_at
+        src, dst = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
+        starts = source.list_offsets(src, partitions, "earliest")
+        replica_ends = source.list_offsets(
+            dst, [(self.replicas[t], p) for t, p in partitions], "latest")
+        positions, new_epoch = plan.resume_offsets(
+            partitions, flow_state.tails, {(t, p): replica_ends.get((self.replicas[t], p), 0)
+                                           for t, p in partitions}, starts)
+        for t, p in new_epoch:
+            log.warning("flow %s: replica %s[%s] ends before the recorded runs (recreated or "
+                        "truncated): a new epoch starts from %s[%s] offset %s", self.flow.name,
+                        self.replicas[t], p, t, p, positions[(t, p)])
+        self.positions.update(positions)
+
+    def end_offsets(self) -> dict[TP, int]:
+        return source.list_offsets(self.config.cluster(self.flow.source), self.positions,
+                                   "latest")
+
+    # --- one batch ---------------------------------------------------------------------------
+
+    def run_batch(self, targets: Mapping[TP, int], ends: Mapping[TP, int]) -> int:
+        """Copy one bounded batch towards ``targets`` and record it; the ranges planned."""
+        ranges = plan.plan_batch(self.positions, targets, self.replicas, self.max_records)
+        if not ranges:
+            return 0
+        copies = self.copies()
+        # Where Spark commits, the first batch's copy runs while the ledger's tables are opened
+        # in the background (its runs are recorded once they are): the tables it needs were
+        # already read without a JVM, so a damaged ledger failed before anything was copied.
+        self.recorder.open_while_copying()
+        groups = plan.group_for_tasks(ranges, copies.slots)
+        started = time.perf_counter()
+        results = copies.run(
+            groups, source.consumer_config(self.config.cluster(self.flow.source).properties),
+            sink.producer_config(self.config.cluster(self.flow.target).properties),
+            self.max_bytes, f"offset-ledger replicate {self.flow.name}: {len(ranges)} range(s)")
+        self.result.copy_seconds += time.perf_counter() - started
+        summaries: list[PartitionSummary] = []
+        for r in results:
+            if r.error is not None:
+                topic = r.range.topic
+                message = f"{topic}[{r.range.partition}]: {r.error}"
+                log.error("flow %s: copy failed, topic %s left for now: %s", self.flow.name,
+                          topic, message)
+                self.broken[topic] = message
+                self.result.errors[topic] = message
+            elif r.summary is not None:
+                summaries.append(r.summary)
+        if summaries:
+            self._record(summaries, ends)
+        for r in results:  # after the append: positions never lead the ledger
+            if r.error is None:
+                self.positions[r.range.key] = max(self.positions[r.range.key], r.position)
+        for topic in self.broken:
+            self.positions = {tp: o for tp, o in self.positions.items() if tp[0] != topic}
+        return len(ranges)
+
+    def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
+        batch = self.last_batch + 1
+        written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
+        flow = self.flow
+        rows = sync_rows(flow=flow.name, source_cluster=flow.source, target_cluster=flow.target,
+                         summaries=summaries, run_id=self.result.run_id, batch_id=batch,
+                         written_at=written_at)
+        progress = [progress_row(flow=flow.name, summary=s, source_end_offsets=ends,
+                                 batch_id=batch, updated_at=written_at) for s in summaries]
+        self.recorder.record(rows, progress, batch)
+        self.result.ledger_seconds = self.recorder.seconds
+        self.last_batch, self.last_written_at = batch, written_at
+        records = sum(s.records for s in summaries)
+        self.result.batches += 1
+        self.result.records_copied += records
+        self.result.runs_written += len(rows)
+        for p in progress:
+            self.result.progress[(p.topic, p.partition)] = p
+        log.info("flow %s batch %s: %s records, %s runs", flow.name, batch, records, len(rows))
+
+    def close(self) -> None:
+        try:
+            self.recorder.close()
+        finally:
+            self.result.ledger_seconds = self.recorder.seconds
+            if self._copies is not None:
+                self._copies.close()
+            self.result.positions = dict(self.positions)
+
+
+def _use_driver_python_locally(spark: Any) -> None:
+    # In local mode the Python workers must be an interpreter with confluent-kafka: this one,
+    # unless PYSPARK_PYTHON chose another, rather than PySpark's default `python3` from PATH.
+    sc = spark.sparkContext
+    if sc.master.startswith("local") and sc.pythonExec in ("python3", "python"):
+        sc.pythonExec = os.environ.get("PYSPARK_PYTHON") or sys.executable
+
+
+def _warn_if_speculative(spark: Any) -> None:
+    if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
+        log.warning("spark.speculation is on: speculative copy tasks only add unrecorded "
+                    "duplicates on the replica; submit replicate with "
+                    "--conf spark.speculation=false")
+
+
+def _new_run_id() -> str:
+    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
