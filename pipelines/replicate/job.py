@@ -83,13 +83,14 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
                    max_records_per_batch: int | None = None,
                    until: Mapping[TP, int] | None = None,
                    until_timeout_s: float = DEFAULT_UNTIL_TIMEOUT_S,
-                   executor: str = "auto") -> ReplicationResult:
+                   executor: str = "auto", ledger_writes: str = "auto") -> ReplicationResult:
     """Replicate what the flow's source topics hold now, record the runs, and return.
 
     ``spark=None`` starts a session only when there is something to copy, and only if the
     copies or the ledger need one (``executor`` and ``ledger.commits``: a local run with a
     path ledger needs none). ``executor`` is ``auto``, ``spark`` or ``local``
-    (``pipelines.replicate.executors``).
+    (``pipelines.replicate.executors``); ``ledger_writes="spark"`` makes every ledger commit
+    with Spark (``auto``: delta-rs where the ledger allows, see ``recorder``).
 
     Without ``until``: loops over bounded batches until every partition reaches the end
     offset measured at the start. With ``until`` (``{(topic, partition): offset}``, e.g. a
@@ -102,7 +103,8 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
     """
     started = time.perf_counter()
     replicator = FlowReplicator(spark, config, flow_name,
-                                max_records_per_batch=max_records_per_batch, executor=executor)
+                                max_records_per_batch=max_records_per_batch, executor=executor,
+                                ledger_writes=ledger_writes)
     try:
         replicator.refresh()
         if until is None:

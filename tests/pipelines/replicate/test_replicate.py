@@ -138,7 +138,9 @@ def test_transactional_source_splits_runs_that_stay_exact(spark, make_config, un
     assert result.records_copied == 18
 
 
-def test_several_batches_record_every_run_and_final_progress(spark, make_config, unique):
+@pytest.mark.parametrize("ledger_writes", ["auto", "spark"])  # delta-rs commits, Spark's
+def test_several_batches_record_every_run_and_final_progress(spark, make_config, unique,
+                                                             ledger_writes):
     # Batch k's progress MERGE runs in the background while batch k+1 copies: after the run,
     # progress must show the last batch, and offset_syncs every batch's runs.
     many = unique("many")
@@ -147,7 +149,8 @@ def test_several_batches_record_every_run_and_final_progress(spark, make_config,
     create(p, many, 2)
     produce(p, many, sample(2, 60, "m"))
 
-    result = replicate_once(spark, config, "P->B", max_records_per_batch=40)
+    result = replicate_once(spark, config, "P->B", max_records_per_batch=40,
+                            ledger_writes=ledger_writes)
 
     assert result.batches >= 3 and result.records_copied == 120
     source, replica = read_all(p, many, 2), read_all(b, f"P.{many}", 2)
