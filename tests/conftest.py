@@ -70,6 +70,25 @@ def spark():
     session.stop()
 
 
+@pytest.fixture
+def replication_ledger(spark, tmp_path: Path):
+    """A path ledger holding only the replication job's two tables, created by Spark as
+    ``ledger init`` creates them (quicker than every table)."""
+    from ledger.schemas import (
+        OFFSET_SYNCS,
+        OFFSET_SYNCS_SCHEMA,
+        REPLICATION_PROGRESS,
+        REPLICATION_PROGRESS_SCHEMA,
+    )
+    from ledger.tables import Ledger
+
+    ledger = Ledger(spark, str(tmp_path / "ledger"))
+    for name, schema in ((OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA),
+                         (REPLICATION_PROGRESS, REPLICATION_PROGRESS_SCHEMA)):
+        spark.createDataFrame([], schema).write.format("delta").save(ledger.table_path(name))
+    return ledger
+
+
 @pytest.fixture(scope="session")
 def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedClusters]:
     """Two single-node KRaft brokers, aliases P and B, for the whole test session."""

@@ -74,6 +74,7 @@ class LedgerRecorder:
         self.seconds = 0.0  # on the critical path: appends and waits for a MERGE
         self._tables_verified = False
         self._direct = False
+        self._declined = False  # delta-rs could not make a commit: Spark's from then on
         self._background = ThreadPoolExecutor(max_workers=1,
                                               thread_name_prefix="offset-ledger-progress")
         self._opening: Future[Ledger] | None = None
@@ -82,7 +83,7 @@ class LedgerRecorder:
     def tables_verified(self, verified: bool) -> None:
         """The driver's direct read found both tables readable (or not): commit with delta-rs."""
         self._tables_verified = verified
-        self._direct = verified and self._ledger_writes == "auto"
+        self._direct = verified and self._ledger_writes == "auto" and not self._declined
 
     @property
     def direct(self) -> bool:
@@ -140,7 +141,7 @@ class LedgerRecorder:
                                               app_id=self.app_id, version=batch)
             if outcome is not commits.UNAVAILABLE:
                 return
-            self._direct = False
+            self._direct, self._declined = False, True
         ledger = self.ledger_now()
         ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
                       txn_app_id=self.app_id, txn_version=batch)
@@ -150,7 +151,7 @@ class LedgerRecorder:
             if commits.merge_on_keys(self.location, REPLICATION_PROGRESS, record_rows(progress),
                                      NATURAL_KEYS[REPLICATION_PROGRESS]) is commits.COMMITTED:
                 return
-            self._direct = False
+            self._direct, self._declined = False, True
         ledger = self.ledger_now()
         ledger.merge(REPLICATION_PROGRESS,
                      ledger.spark.createDataFrame(record_rows(progress),

@@ -17,7 +17,6 @@ from ledger.schemas import (
     REPLICATION_PROGRESS,
     REPLICATION_PROGRESS_SCHEMA,
 )
-from ledger.tables import Ledger
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 APP = "offset-ledger-replicate-P->B"
@@ -39,14 +38,8 @@ def _progress(partition, nxt, batch):
 
 
 @pytest.fixture
-def ledger(spark, tmp_path):
-    # Only the two tables the replication job commits to, created by Spark as `ledger init`
-    # creates them.
-    ledger = Ledger(spark, str(tmp_path / "ledger"))
-    for name, schema in ((OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA),
-                         (REPLICATION_PROGRESS, REPLICATION_PROGRESS_SCHEMA)):
-        spark.createDataFrame([], schema).write.format("delta").save(ledger.table_path(name))
-    return ledger
+def ledger(replication_ledger):
+    return replication_ledger
 
 
 def _rows(ledger, name):
