@@ -126,9 +126,14 @@ def _kafka_version() -> str:
     return re.search(r"<kafka.version>([^<]+)<", pom.read_text()).group(1)
 
 
-def await_condition(what: str, check: Callable[[], Any], timeout: float = 120.0,
+def await_condition(what: str, check: Callable[[], Any], timeout: float = 300.0,
                     mm2: MirrorMaker2 | None = None) -> Any:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
+    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline.
+
+    MirrorMaker 2's own steps (checkpoints, group offset sync) have been seen to take over two
+    minutes on a loaded 2-core machine with both test workers busy: the deadline is generous,
+    and a passing run never waits for it.
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = check()
