@@ -130,9 +130,9 @@ def await_condition(what: str, check: Callable[[], Any], timeout: float = 300.0,
                     mm2: MirrorMaker2 | None = None) -> Any:
     """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline.
 
-    MirrorMaker 2's own steps (checkpoints, group offset sync) have been seen to take over two
-    minutes on a loaded 2-core machine with both test workers busy: the deadline is generous,
-    and a passing run never waits for it.
+    MirrorMaker 2's own group offset sync once did not finish within 120 s on a loaded 2-core
+    machine with both test workers busy (it passed alone in 161 s for the module): the deadline
+    is generous, and a passing run never waits for it.
     """
     deadline = time.monotonic() + timeout
     while True:
