@@ -222,6 +222,8 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
                 active -= 1
                 consumer.pause([TopicPartition(topic, part)])
         poll(0)  # serve the delivery reports of this fetch
+        for o in opened.values():
+            o.deliveries.fold()
 
 
 def _read_error(msg: Any, opened: dict[tuple[str, int], _Open]) -> int:

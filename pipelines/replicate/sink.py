@@ -18,6 +18,9 @@ Invariants:
       increase in report order (a reordered report, or a record written out of order, breaks
       that), every produced record must have exactly one report, and no report may have failed;
       otherwise :meth:`PartitionDeliveries.summary` raises and the range returns no runs.
+    * Between fetches the reports received so far are folded into runs with the records they
+      pair with (:meth:`PartitionDeliveries.fold`): a task holds the offsets of the records in
+      flight, not of the whole range, and folding in pieces yields the runs of one pairing.
     * A run is built only from successful delivery reports (``ledger.writer.RunBuilder``); if
       any record of the partition fails or is still undelivered at the flush deadline, nothing
       about the range is recorded (its copies stay unrecorded duplicates).
@@ -56,8 +59,8 @@ def producer_config(target_properties: Mapping[str, str]) -> dict[str, Any]:
 class PartitionDeliveries:
     """One replica partition's produced upstream offsets and reported downstream offsets."""
 
-    __slots__ = ("delivered", "failures", "newest_timestamp_ms", "on_delivery", "partition",
-                 "replica", "topic", "upstream")
+    __slots__ = ("_builder", "_folded", "delivered", "failures", "newest_timestamp_ms",
+                 "on_delivery", "partition", "replica", "topic", "upstream")
 
     def __init__(self, topic: str, replica: str, partition: int) -> None:
         self.topic, self.replica, self.partition = topic, replica, partition
@@ -65,6 +68,8 @@ class PartitionDeliveries:
         self.delivered: list[int] = []     # downstream offsets, report order
         self.failures: list[str] = []
         self.newest_timestamp_ms: int | None = None
+        self._builder = RunBuilder()  # the runs of the pairs folded so far
+        self._folded = 0
         # One callback per partition (not one closure per record).
         append = self.delivered.append
         failures = self.failures
@@ -78,7 +83,21 @@ class PartitionDeliveries:
 
     @property
     def records_produced(self) -> int:
-        return len(self.upstream)
+        return self._folded + len(self.upstream)
+
+    def fold(self) -> None:
+        """Pair the reports received so far with their records, into runs, and forget both.
+
+        Called between fetches, so memory holds the records in flight, not the whole range.
+        Reports arrive (in ``poll``/``flush``) on this thread only: nothing appends meanwhile.
+        """
+        n = len(self.delivered)
+        if not n or self.failures or n > len(self.upstream):
+            return  # nothing to pair, or summary() refuses the partition anyway
+        self._builder.extend(self.upstream[:n], self.delivered)
+        del self.upstream[:n]
+        del self.delivered[:]  # in place: on_delivery appends to this list
+        self._folded += n
 
     def summary(self) -> PartitionSummary | None:
         """The partition's runs; raises if the reports cannot be paired exactly."""
@@ -86,10 +105,11 @@ class PartitionDeliveries:
         if self.failures:
             raise DeliveryError(f"{len(self.failures)} delivery failure(s) on {label}; first: "
                                 f"{'; '.join(self.failures[:5])}")
+        self.fold()
         if len(self.delivered) != len(self.upstream):
             raise DeliveryError(f"{len(self.upstream) - len(self.delivered)} record(s) of "
                                 f"{label} have no delivery report")
-        builder = RunBuilder()
+        builder = self._builder
         builder.extend(self.upstream, self.delivered, self.newest_timestamp_ms)
         if builder.out_of_order:
             raise DeliveryError(f"delivery reports of {label} are not in produce order "

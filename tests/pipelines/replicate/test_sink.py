@@ -48,3 +48,45 @@ def test_required_producer_settings_cannot_be_overridden():
     conf = sink.producer_config({"bootstrap.servers": "b:9092", "enable.idempotence": "false",
                                  "acks": "1", "linger.ms": "50"})
     assert (conf["enable.idempotence"], conf["acks"], conf["linger.ms"]) == (True, "all", "50")
+
+
+@pytest.mark.parametrize("fold_after", [[], [1], [2, 4], [1, 2, 3, 4, 5]])
+def test_folding_between_fetches_gives_the_runs_of_one_pairing(fold_after):
+    upstream, downstream = [10, 11, 12, 13, 20, 21], [500, 501, 502, 503, 504, 507]
+    d = sink.PartitionDeliveries("orders", "P.orders", 0)
+    for i, (u, off) in enumerate(zip(upstream, downstream, strict=True)):
+        d.upstream.append(u)
+        d.on_delivery(None, _Msg(off))
+        if i + 1 in fold_after:
+            d.fold()
+            assert len(d.upstream) == len(d.delivered) == 0  # memory: only what is in flight
+    assert d.records_produced == 6
+
+    summary = d.summary()
+
+    assert summary.runs == (Run(10, 500, 4), Run(20, 504, 1), Run(21, 507, 1))
+    assert summary.records == 6
+
+
+def test_a_report_out_of_order_across_a_fold_is_refused():
+    d = sink.PartitionDeliveries("orders", "P.orders", 0)
+    d.upstream.extend([1, 2])
+    d.on_delivery(None, _Msg(500))
+    d.on_delivery(None, _Msg(501))
+    d.fold()
+    d.upstream.append(3)
+    d.on_delivery(None, _Msg(499))
+
+    with pytest.raises(sink.DeliveryError, match="not in produce order"):
+        d.summary()
+
+
+def test_records_still_in_flight_are_never_folded():
+    d = sink.PartitionDeliveries("orders", "P.orders", 0)
+    d.upstream.extend([1, 2, 3])
+    d.on_delivery(None, _Msg(500))
+    d.fold()
+
+    assert d.upstream == [2, 3] and d.records_produced == 3
+    with pytest.raises(sink.DeliveryError, match="2 record"):
+        d.summary()
