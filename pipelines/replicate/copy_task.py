@@ -88,6 +88,12 @@ class _Open:
         self.done = r.start >= r.end
         self.error: str | None = None
 
+    def save(self, position: int, nbytes: int, newest_timestamp_ms: int) -> None:
+        """Store the copy loop's locals for this range (``-1``: no timestamp seen)."""
+        self.position, self.bytes = position, nbytes
+        if newest_timestamp_ms >= 0:
+            self.deliveries.newest_timestamp_ms = newest_timestamp_ms
+
 
 def copy_ranges(consumer_config: Mapping[str, Any], producer_config: Mapping[str, Any],
                 max_bytes: int | None = None, flush_timeout_s: float = FLUSH_TIMEOUT_S,
@@ -171,27 +177,37 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
             poll(0)
             continue
         last_progress = time.monotonic()
-        # The per-record path is the job's CPU: the current range's fields live in locals,
-        # reloaded when the partition changes (a fetch returns runs of one partition).
+        # The per-record path is the job's CPU: the current range's state lives in locals,
+        # loaded when the partition changes (a fetch returns runs of one partition) and
+        # saved back before the next one, an error, and the end of the fetch.
         ctopic, cpart = None, -1
+        o: _Open | None = None
+        position = nbytes = newest = 0
         for msg in msgs:
             if msg.error() is not None:
+                if o is not None:
+                    o.save(position, nbytes, newest)
+                    o = None
                 active -= _read_error(msg, opened)
                 ctopic = None
                 continue
             topic, part = msg.topic(), msg.partition()
             if part != cpart or topic != ctopic:
+                if o is not None:
+                    o.save(position, nbytes, newest)
                 ctopic, cpart = topic, part
                 o = opened[(topic, part)]
                 d = o.deliveries
                 end, replica, on_delivery = o.range.end, d.replica, d.on_delivery
                 append = d.upstream.append
+                position, nbytes, done = o.position, o.bytes, o.done
                 newest = d.newest_timestamp_ms if d.newest_timestamp_ms is not None else -1
-            if o.done:
+            if done:
                 continue
             offset = msg.offset()
             if offset >= end:  # the range ended with markers or aborted records
-                o.position, o.done = end, True
+                position, done = end, True
+                o.done = True
                 active -= 1
                 consumer.pause([TopicPartition(topic, part)])
                 continue
@@ -200,7 +216,7 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
             append(offset)
             if ts > 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
                 if ts > newest:
-                    newest = d.newest_timestamp_ms = ts
+                    newest = ts
                 try:
                     produce(replica, value, key, part, on_delivery=on_delivery, timestamp=ts,
                             headers=msg.headers())
@@ -208,19 +224,21 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
                     _produce_when_queue_drains(producer, replica, value, key, part,
                                                on_delivery, ts, msg.headers())
             elif ts == 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
-                if newest < 0:
-                    newest = d.newest_timestamp_ms = 0
+                newest = max(newest, 0)
                 _produce_epoch_zero(producer, d, offset, key, value, msg.headers(), zero)
             else:  # no timestamp (-1): the produce time, as the Java producer gives it
                 _produce_when_queue_drains(producer, replica, value, key, part, on_delivery,
                                            0, msg.headers())
-            o.position = offset + 1
+            position = offset + 1
             if limit:
-                o.bytes += (len(key) if key else 0) + (len(value) if value else 0)
-            if offset + 1 >= end or (limit and o.bytes >= limit):
+                nbytes += (len(key) if key else 0) + (len(value) if value else 0)
+            if position >= end or (limit and nbytes >= limit):
+                done = True
                 o.done = True
                 active -= 1
                 consumer.pause([TopicPartition(topic, part)])
+        if o is not None:
+            o.save(position, nbytes, newest)
         poll(0)  # serve the delivery reports of this fetch
         for o in opened.values():
             o.deliveries.fold()

@@ -218,7 +218,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(f"flow {result.flow}: {len(result.topics)} topic(s), {result.batches} batch(es), "
               f"{result.records_copied} record(s) copied, {result.runs_written} run(s) "
               f"recorded in {result.wall_seconds:.1f}s (copy {result.copy_seconds:.1f}s, "
-              f"ledger {result.ledger_seconds:.1f}s)")
+              f"ledger {result.ledger_seconds:.2f}s)")
         for p in sorted(result.progress.values(), key=lambda p: (p.topic, p.partition)):
             print(f"  {p.topic}[{p.partition}] -> {p.replica_topic}: last upstream offset "
                   f"{p.last_upstream_offset}, lag {p.lag}")
@@ -239,7 +239,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     print(f"flow {result.flow}: stopped after {result.batches} batch(es), "
           f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
           f"in {wall:.1f}s (copy {result.copy_seconds:.1f}s, ledger "
-          f"{result.ledger_seconds:.1f}s, ledger share "
+          f"{result.ledger_seconds:.2f}s, ledger share "
           f"{_share(result.ledger_seconds, result.copy_seconds + result.ledger_seconds)})")
     return 0
 
