@@ -126,6 +126,8 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
 def _replicate_until(replicator: FlowReplicator, until: dict[TP, int], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
+        if any(topic in replicator.broken for topic, _ in until):
+            return  # an offset asked for cannot be reached: no point waiting for it
         wanted = {tp: o for tp, o in until.items() if tp in replicator.positions}
         if len(wanted) == len(until) and all(replicator.positions[tp] >= o
                                              for tp, o in wanted.items()):

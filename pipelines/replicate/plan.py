@@ -9,6 +9,10 @@ Invariants:
       replica was truncated or recreated: a new epoch starts and the partition resumes at the
       source's log start. A partition with no run resumes at the log start. A resume offset
       below the log start (retention deleted records) moves up to it.
+    * A source partition that ends below where its recorded copy reached was deleted and
+      recreated (or lost records): its runs no longer describe it and nothing is planned for
+      it (:func:`sources_behind`; the replicator reports the topic). Offsets alone miss a
+      recreated topic that already holds more records than were copied before.
     * A range never goes past the target offset given for its partition (the end offsets
       measured at the start of a ``--once`` pass, or the source's current last stable offset),
       and holds at most the per-partition record bound.
@@ -55,6 +59,17 @@ def resume_offsets(partitions: list[TP], recorded: Mapping[TP, RecordedTail],
         else:
             out[tp] = max(tail.upstream_end, low)
     return out, new_epoch
+
+
+def sources_behind(positions: Mapping[TP, int], ends: Mapping[TP, int]) -> list[TP]:
+    """Partitions whose source ends below the next offset to copy (recreated or truncated).
+
+    ``positions`` never pass the end offsets measured before they were reached (ranges stop
+    at their targets), and a partition's last stable offset never goes back; so an end below
+    the position means the log itself went back. A partition without an end is not judged.
+    """
+    return sorted(tp for tp, position in positions.items()
+                  if tp in ends and ends[tp] < position)
 
 
 def per_partition_bound(max_records_per_batch: int | None, partitions: int) -> int:

@@ -183,6 +183,7 @@ class FlowReplicator:
 
     def run_batch(self, targets: Mapping[TP, int], ends: Mapping[TP, int]) -> int:
         """Copy one bounded batch towards ``targets`` and record it; the ranges planned."""
+        self._refuse_sources_behind(ends)
         ranges = plan.plan_batch(self.positions, targets, self.replicas, self.max_records)
         if not ranges:
             return 0
@@ -217,6 +218,26 @@ class FlowReplicator:
         for topic in self.broken:
             self.positions = {tp: o for tp, o in self.positions.items() if tp[0] != topic}
         return len(ranges)
+
+    def _refuse_sources_behind(self, ends: Mapping[TP, int]) -> None:
+        # Copying on would resume past the recreated topic's records (lost) and record runs
+        # whose upstream offsets collide with the old ones in the same epoch (wrong
+        # translations): the topic is left, with what to do about it.
+        for topic, partition in plan.sources_behind(self.positions, ends):
+            if topic in self.broken:
+                continue
+            message = (
+                f"{topic}[{partition}] ends at offset {ends[(topic, partition)]}, below offset "
+                f"{self.positions[(topic, partition)]} where its recorded copy ends: the source "
+                f"topic was deleted and recreated, or lost records, so its recorded runs no "
+                f"longer describe it. Nothing more is copied from it. To copy it again as a new "
+                f"epoch from its log start, delete the replica topic "
+                f"{self.replicas.get(topic, '?')} on {self.flow.target} (the next pass "
+                f"recreates it), or remove the topic from the flow")
+            log.error("flow %s: %s", self.flow.name, message)
+            self.broken[topic] = message
+            self.result.errors[topic] = message
+        self.positions = {tp: o for tp, o in self.positions.items() if tp[0] not in self.broken}
 
     def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
         batch = self.last_batch + 1

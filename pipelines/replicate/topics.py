@@ -6,10 +6,12 @@ Invariants:
       (``ReplicationPolicy.replicable``): internal topics and topics that came from the target
       (``P.Payments`` on B for the flow ``B->P``) are never selected, whatever the allowlist says.
     * An allowlist entry that is a plain topic name (letters, digits, ``.``, ``_``, ``-``)
-      matching no source topic is an error: a typo must not silently replicate nothing.
-    * A missing literally-named topic refuses the whole flow before any topic is created or
-      altered. Everything else is per topic: a topic whose replica cannot be created, grown or
-      configured (authorization, an invalid name, ...) is reported in
+      matching no source topic is an error: a typo must not silently replicate nothing. If
+      its replica exists on the target, the topic was replicated and then removed from the
+      source: a warning, and the flow goes on without it.
+    * A missing literally-named topic (with no replica) refuses the whole flow before any
+      topic is created or altered. Everything else is per topic: a topic whose replica cannot
+      be created, grown or configured (authorization, an invalid name, ...) is reported in
       :attr:`TopicSyncReport.errors` and left out of the pass, and every other topic goes on.
     * A replica has at least its source's partition count: a replica with fewer partitions is
       grown (``create_partitions``), as MirrorMaker 2 does, so partitions added to a source
@@ -84,13 +86,21 @@ def plan_topics(config: Config, flow: FlowConfig) -> list[TopicPlan]:
     source = config.cluster(flow.source)
     target = config.cluster(flow.target)
     source_topics = kafka_admin.list_topics(source)
-    missing = missing_literal_topics(flow, list(source_topics))
-    if missing:
-        raise MissingSourceTopicError(
-            f"flow {flow.name}: topic(s) {', '.join(missing)} named in the allowlist do not "
-            f"exist on the source cluster {flow.source}")
     policy = ReplicationPolicy.from_config(config)
     target_topics = kafka_admin.list_topics(target)
+    missing = missing_literal_topics(flow, list(source_topics))
+    # A named topic whose replica exists was replicated and then removed from the source: it
+    # is no longer replicated (its replica stays). One never seen is a mistake in the name.
+    removed = [t for t in missing if policy.remote_topic(flow.source, t) in target_topics]
+    for topic in removed:
+        log.warning("flow %s: topic %s named in the allowlist was removed from %s; its "
+                    "replica %s stays", flow.name, topic, flow.source,
+                    policy.remote_topic(flow.source, topic))
+    unknown = [t for t in missing if t not in removed]
+    if unknown:
+        raise MissingSourceTopicError(
+            f"flow {flow.name}: topic(s) {', '.join(unknown)} named in the allowlist do not "
+            f"exist on the source cluster {flow.source}")
     plans = []
     for topic in select_topics(flow, policy, list(source_topics)):
         replica = policy.remote_topic(flow.source, topic)

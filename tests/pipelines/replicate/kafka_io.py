@@ -31,6 +31,30 @@ def create(cluster: ClusterConfig, topic: str, partitions: int, **configs: str) 
     assert kafka_admin.create_topic(cluster, topic, partitions, configs)
 
 
+def delete(cluster: ClusterConfig, topic: str) -> None:
+    """Delete ``topic`` and wait until the cluster lists it no more."""
+    client = kafka_admin.admin(cluster)  # must outlive the future
+    client.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    deadline = time.monotonic() + 60
+    while topic in kafka_admin.list_topics(cluster):
+        assert time.monotonic() < deadline, f"{topic} still listed"
+        time.sleep(0.2)
+
+
+def recreate(cluster: ClusterConfig, topic: str, partitions: int) -> None:
+    """Create a topic just deleted (the controller may still be removing the old one)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if kafka_admin.create_topic(cluster, topic, partitions):
+                return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        assert time.monotonic() < deadline, f"{topic} not recreated"
+        time.sleep(0.5)
+
+
 def produce(cluster: ClusterConfig, topic: str, records: Iterable[tuple[int, Rec]]) -> None:
     """Produce ``(partition, Rec)`` pairs in order and wait until all are acknowledged."""
     producer = Producer(cluster.client_config(**{"enable.idempotence": True, "linger.ms": 5}))

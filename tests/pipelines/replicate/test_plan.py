@@ -12,6 +12,7 @@ from pipelines.replicate.plan import (
     group_for_tasks,
     plan_batch,
     resume_offsets,
+    sources_behind,
     task_slots,
 )
 
@@ -27,6 +28,13 @@ def test_resume_where_the_runs_end_or_at_log_start():
     positions, new_epoch = resume_offsets(parts, recorded, replica_ends, starts)
     assert positions == {("a", 0): 100, ("a", 1): 2, ("a", 2): 7, ("a", 3): 50}
     assert new_epoch == [("a", 1)]
+
+
+def test_a_source_that_ends_below_the_copy_was_recreated_or_truncated():
+    positions = {("a", 0): 100, ("a", 1): 20, ("b", 0): 0, ("c", 0): 9}
+    ends = {("a", 0): 100, ("a", 1): 3, ("b", 0): 0}  # c,0: no end known, not judged
+    assert sources_behind(positions, ends) == [("a", 1)]
+    assert sources_behind({("a", 0): 5}, {("a", 0): 6}) == []
 
 
 def test_batch_bounded_per_partition_and_by_target():

@@ -1,4 +1,5 @@
-"""Topic changes while replicating: timestamps, partition growth, configs, a broken topic."""
+"""Topic changes while replicating: timestamps, partition growth, configs, a broken topic,
+topics removed and recreated while the job was stopped."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+from ledger.schemas import OFFSET_SYNCS
+from ledger.store import OffsetSyncStore
+from ledger.tables import Ledger
 from pipelines import kafka_admin
 from pipelines.replicate import topics
 from pipelines.replicate.job import replicate_continuously, replicate_once
@@ -15,9 +19,11 @@ from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
     assert_runs_exact,
     create,
+    delete,
     ledger_runs,
     produce,
     read_all,
+    recreate,
     sample,
 )
 
@@ -140,3 +146,57 @@ def test_excluded_configs_never_reach_the_replica(spark, make_config, unique):
     # A replaced exclude list: message.timestamp.type is copied now, retention.ms is not.
     assert kafka_admin.explicit_topic_configs(b, f"P.{topic}") == {
         "cleanup.policy": "delete", "message.timestamp.type": "LogAppendTime"}
+
+
+def test_removed_and_recreated_topics_after_a_stop(spark, make_config, unique):
+    gone, again, stays = unique("gone"), unique("again"), unique("stays")
+    config = make_config(flows={"P->B": {"topics": [gone, again, f"{stays}.*"]}})
+    p, b = config.cluster("P"), config.cluster("B")
+    for topic in (gone, again, stays):
+        create(p, topic, 2)
+        produce(p, topic, sample(2, 10, topic[-4:]))
+    first = replicate_once(spark, config, "P->B")
+    assert first.errors == {} and first.records_copied == 60
+
+    # While no job runs: one topic removed, one recreated (shorter than what was copied), one
+    # added, and more records in the one that stays.
+    delete(p, gone)
+    delete(p, again)
+    recreate(p, again, 2)
+    produce(p, again, sample(2, 3, "re"))
+    added = f"{stays}-new"
+    create(p, added, 1)
+    produce(p, added, sample(1, 4, "new"))
+    produce(p, stays, sample(2, 5, "more"))
+
+    second = replicate_once(spark, config, "P->B")
+
+    # The removed topic is simply no longer replicated; the recreated one is refused with what
+    # to do (resuming at offset 10 would skip its records and mix two topics' runs).
+    assert list(second.errors) == [again] and not second.caught_up
+    assert "deleted and recreated" in second.errors[again]
+    assert f"delete the replica topic P.{again} on B" in second.errors[again]
+    assert second.records_copied == 10 + 4
+    _check_exact(spark, config, p, b, stays, 2)
+    _check_exact(spark, config, p, b, added, 1)
+    assert all(len(records) == 10 for records in read_all(b, f"P.{again}", 2).values())
+
+    # Doing what the error says: the replica goes, the next pass starts a new epoch.
+    delete(b, f"P.{again}")
+    third = replicate_once(spark, config, "P->B")
+    assert third.errors == {} and third.caught_up and third.records_copied == 6
+    source, replica = read_all(p, again, 2), read_all(b, f"P.{again}", 2)
+    for partition in range(2):
+        assert list(replica[partition].values()) == list(source[partition].values())
+    ledger = Ledger(spark, config.ledger_location)
+    rows = (ledger.read(OFFSET_SYNCS)
+            .where(f"topic = '{again}' AND run_id = '{third.run_id}'").collect())
+    runs = [(r["partition"], r["upstream_offset"], r["downstream_offset"], r["length"])
+            for r in rows]
+    assert_runs_exact(runs, source, replica)
+    assert_runs_cover(runs, source)
+    # Only the new epoch translates: the old topic's runs (10 records) no longer count.
+    store = OffsetSyncStore.load(ledger, "P->B", topics={again})
+    for partition in range(2):
+        assert store.forward(again, partition, 3).offset == 3
+        assert store.reverse(again, partition, 3).offset == 3
