@@ -226,11 +226,17 @@ class Mover:
                 forward.setdefault(n.sync_flow, {})[(n.topic, n.partition)] = n.offset
             else:  # a replica offset: replicate that flow as far as its source holds now
                 whole.add(n.sync_flow)
-        for flow in sorted(whole):
-            replicate_once(self.spark, self.config, flow)
-        for flow, until in sorted(forward.items()):
-            replicate_once(self.spark, self.config, flow, until=until,
-                           until_timeout_s=max(1.0, timeout))
+        results = [replicate_once(self.spark, self.config, flow) for flow in sorted(whole)]
+        results += [replicate_once(self.spark, self.config, flow, until=until,
+                                   until_timeout_s=max(1.0, timeout))
+                    for flow, until in sorted(forward.items())]
+        # A topic the catch-up cannot copy (e.g. its source was recreated) will not catch up
+        # by waiting: say why now rather than at the deadline.
+        needed = {g.need.topic for g in gaps}
+        refused = {t: m for r in results for t, m in r.errors.items() if t in needed}
+        if refused:
+            why = "; ".join(f"topic {t}: {m}" for t, m in sorted(refused.items()))
+            raise ReplicationLagError(f"cannot catch up: {why}")
 
     # --- the move --------------------------------------------------------------------------
 

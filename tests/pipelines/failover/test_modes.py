@@ -225,3 +225,19 @@ def test_identity_policy_failover_continuous_and_cutoff_and_refused_failback(
                      "--config", config.path]) == 2
     err = capsys.readouterr().err
     assert "IdentityReplicationPolicy" in err and "reverse direction first" in err
+
+
+def test_catch_up_that_cannot_copy_a_topic_says_why_at_once(spark, make_config, unique, capsys):
+    # The replica name "P." + 248 characters is longer than Kafka's 249: it cannot exist.
+    topic = ("cu" + unique("x").replace("-", "")).ljust(248, "x")
+    group = unique("cu-group")
+    config = make_config(flows={"P->B": {"topics": ["cu.*"]}, "B->P": {"topics": ["cu.*"]}})
+    kafka_admin.create_topic(config.cluster("P"), topic, 1)
+    produce(config.cluster("P"), topic, [f"v{i}" for i in range(20)], 1)
+    consume(config.cluster("P"), group, [topic])
+    capsys.readouterr()
+    assert cli.main(failover(config, "--group", group, "--catch-up", "--timeout", "600")) == 3
+    err = capsys.readouterr().err
+    # Not the deadline's "has not caught up within 600s": the copy's own error, at once.
+    assert f"cannot catch up: topic {topic}" in err and "within 600s" not in err
+    assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
