@@ -1,6 +1,7 @@
 """The wheel works on its own: installed into a fresh virtualenv outside the checkout (with the
 ``local`` extra), ``offset-ledger --help``, ``ledger init`` and ``audit`` run from a directory
-that is not the checkout, the dbt project coming from the wheel's package data.
+that is not the checkout, the dbt project coming from the wheel's package data; ``replicate``
+copies with worker processes that import the installed package.
 
 The only thing taken from the checkout at run time is the local jars folder, through the
 documented ``OFFSET_LEDGER_JARS_DIR`` (no Spark runtime provides Delta in a plain venv).
@@ -18,6 +19,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.pipelines.replicate.kafka_io import (
+    assert_runs_cover,
+    assert_runs_exact,
+    create,
+    ledger_runs,
+    produce,
+    read_all,
+    sample,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,3 +135,27 @@ def test_installed_wheel_runs_help_init_and_audit(venv: Path, tmp_path: Path) ->
     assert sum(r["duplicates_avoided"] for r in marts["failback_duplicates_avoided"]) == 6
     assert not (work / "dbt").exists() and not (work / "target").exists()
 
+
+
+@pytest.mark.kafka
+def test_installed_wheel_replicates_with_local_copy_workers(venv: Path, tmp_path: Path, spark,
+                                                             make_config, unique) -> None:
+    topic = unique("wheel")
+    config = make_config(flows={"P->B": {"topics": [topic]}})
+    p, b = config.cluster("P"), config.cluster("B")
+    create(p, topic, 2)
+    produce(p, topic, sample(2, 25, "w"))
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+
+    # --executor local: the copy tasks run in spawned workers of the venv's interpreter, which
+    # must find the copy task in the installed package (nothing of the checkout is importable).
+    run = _run(venv, work, str(venv / "bin" / "offset-ledger"), "replicate", "--flow", "P->B",
+               "--once", "--executor", "local", "--config", config.path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "50 record(s) copied" in run.stdout
+
+    source, replica = read_all(p, topic, 2), read_all(b, f"P.{topic}", 2)
+    runs = ledger_runs(spark, config, "P->B", topic)
+    assert_runs_exact(runs, source, replica)
+    assert_runs_cover(runs, source)
