@@ -12,6 +12,10 @@ Invariants:
     * Batch numbers and ``written_at`` continue from the ledger (``state``), across restarts.
     * New partitions (new topics, grown partitions) resume where their recorded runs of the
       current epoch end, or at the log start (``plan.resume_offsets``).
+    * A topic is never resumed on a source that no longer holds what was copied: a partition
+      that ends below its recorded copy (``plan.sources_behind``), or whose record at the last
+      recorded copy differs from the replica's (``continuity``, checked where a job resumes),
+      refuses the topic with what to do about it.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from ledger.records import ProgressRecord
 from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
 from pipelines import kafka_admin
 from pipelines.mm2 import heartbeats
-from pipelines.replicate import executors, plan, sink, source, state, topics
+from pipelines.replicate import continuity, executors, plan, sink, source, state, topics
 from pipelines.replicate.recorder import LedgerRecorder
 
 log = logging.getLogger(__name__)
@@ -174,6 +178,15 @@ class FlowReplicator:
                         "truncated): a new epoch starts from %s[%s] offset %s", self.flow.name,
                         self.replicas[t], p, t, p, positions[(t, p)])
         self.positions.update(positions)
+        last = {tp: continuity.LastCopy(self.replicas[tp[0]], tail.upstream_end - 1,
+                                        tail.downstream_end - 1)
+                for tp, tail in flow_state.tails.items()
+                if tp in positions and tp not in new_epoch and tail.downstream_end > 0}
+        for (t, p), (u, d) in sorted(continuity.differing(src, dst, last).items()):
+            if t in self.broken:
+                continue
+            self._refuse(t, f"{t}[{p}] holds another record at offset {u} than the one copied "
+                            f"to {self.replicas[t]}[{p}] at offset {d}")
 
     def end_offsets(self) -> dict[TP, int]:
         return source.list_offsets(self.config.cluster(self.flow.source), self.positions,
@@ -220,18 +233,21 @@ class FlowReplicator:
         return len(ranges)
 
     def _refuse_sources_behind(self, ends: Mapping[TP, int]) -> None:
+        for t, p in plan.sources_behind(self.positions, ends):
+            if t in self.broken:
+                continue  # refused for another partition already
+            self._refuse(t, f"{t}[{p}] ends at offset {ends[(t, p)]}, below offset "
+                            f"{self.positions[(t, p)]} where its recorded copy ends")
+
+    def _refuse(self, topic: str, why: str) -> None:
         # Copying on would resume past the recreated topic's records (lost) and record runs
         # whose upstream offsets collide with the old ones in the same epoch (wrong
         # translations): the topic is left, with what to do about it.
-        for topic, partition in plan.sources_behind(self.positions, ends):
-            if topic in self.broken:
-                continue
+        if topic not in self.broken:
             message = (
-                f"{topic}[{partition}] ends at offset {ends[(topic, partition)]}, below offset "
-                f"{self.positions[(topic, partition)]} where its recorded copy ends: the source "
-                f"topic was deleted and recreated, or lost records, so its recorded runs no "
-                f"longer describe it. Nothing more is copied from it. To copy it again as a new "
-                f"epoch from its log start, delete the replica topic "
+                f"{why}: the source topic was deleted and recreated, or lost records, so its "
+                f"recorded runs no longer describe it. Nothing more is copied from it. To copy "
+                f"it again as a new epoch from its log start, delete the replica topic "
                 f"{self.replicas.get(topic, '?')} on {self.flow.target} (the next pass "
                 f"recreates it), or remove the topic from the flow")
             log.error("flow %s: %s", self.flow.name, message)

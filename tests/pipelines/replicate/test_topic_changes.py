@@ -149,21 +149,22 @@ def test_excluded_configs_never_reach_the_replica(spark, make_config, unique):
 
 
 def test_removed_and_recreated_topics_after_a_stop(spark, make_config, unique):
-    gone, again, stays = unique("gone"), unique("again"), unique("stays")
-    config = make_config(flows={"P->B": {"topics": [gone, again, f"{stays}.*"]}})
+    gone, again, longer, stays = (unique(n) for n in ("gone", "again", "longer", "stays"))
+    config = make_config(flows={"P->B": {"topics": [gone, again, longer, f"{stays}.*"]}})
     p, b = config.cluster("P"), config.cluster("B")
-    for topic in (gone, again, stays):
+    for topic in (gone, again, longer, stays):
         create(p, topic, 2)
         produce(p, topic, sample(2, 10, topic[-4:]))
     first = replicate_once(spark, config, "P->B")
-    assert first.errors == {} and first.records_copied == 60
+    assert first.errors == {} and first.records_copied == 80
 
-    # While no job runs: one topic removed, one recreated (shorter than what was copied), one
-    # added, and more records in the one that stays.
+    # While no job runs: one topic removed, two recreated (one shorter than what was copied,
+    # one longer: offsets alone cannot tell), one added, more records in the one that stays.
     delete(p, gone)
-    delete(p, again)
-    recreate(p, again, 2)
-    produce(p, again, sample(2, 3, "re"))
+    for topic, per_partition in ((again, 3), (longer, 15)):
+        delete(p, topic)
+        recreate(p, topic, 2)
+        produce(p, topic, sample(2, per_partition, "re"))
     added = f"{stays}-new"
     create(p, added, 1)
     produce(p, added, sample(1, 4, "new"))
@@ -171,32 +172,37 @@ def test_removed_and_recreated_topics_after_a_stop(spark, make_config, unique):
 
     second = replicate_once(spark, config, "P->B")
 
-    # The removed topic is simply no longer replicated; the recreated one is refused with what
-    # to do (resuming at offset 10 would skip its records and mix two topics' runs).
-    assert list(second.errors) == [again] and not second.caught_up
-    assert "deleted and recreated" in second.errors[again]
-    assert f"delete the replica topic P.{again} on B" in second.errors[again]
+    # The removed topic is simply no longer replicated; the recreated ones are refused with
+    # what to do (resuming at offset 10 would skip records and mix two topics' runs).
+    assert sorted(second.errors) == sorted([again, longer]) and not second.caught_up
+    assert "ends at offset 3, below offset 10" in second.errors[again]
+    assert "holds another record at offset 9 than the one copied" in second.errors[longer]
+    for topic in (again, longer):
+        assert "deleted and recreated" in second.errors[topic]
+        assert f"delete the replica topic P.{topic} on B" in second.errors[topic]
+        assert all(len(records) == 10 for records in read_all(b, f"P.{topic}", 2).values())
     assert second.records_copied == 10 + 4
     _check_exact(spark, config, p, b, stays, 2)
     _check_exact(spark, config, p, b, added, 1)
-    assert all(len(records) == 10 for records in read_all(b, f"P.{again}", 2).values())
 
-    # Doing what the error says: the replica goes, the next pass starts a new epoch.
-    delete(b, f"P.{again}")
+    # Doing what the error says: the replicas go, the next pass starts a new epoch for each.
+    for topic in (again, longer):
+        delete(b, f"P.{topic}")
     third = replicate_once(spark, config, "P->B")
-    assert third.errors == {} and third.caught_up and third.records_copied == 6
-    source, replica = read_all(p, again, 2), read_all(b, f"P.{again}", 2)
-    for partition in range(2):
-        assert list(replica[partition].values()) == list(source[partition].values())
+    assert third.errors == {} and third.caught_up and third.records_copied == 6 + 30
     ledger = Ledger(spark, config.ledger_location)
-    rows = (ledger.read(OFFSET_SYNCS)
-            .where(f"topic = '{again}' AND run_id = '{third.run_id}'").collect())
-    runs = [(r["partition"], r["upstream_offset"], r["downstream_offset"], r["length"])
-            for r in rows]
-    assert_runs_exact(runs, source, replica)
-    assert_runs_cover(runs, source)
-    # Only the new epoch translates: the old topic's runs (10 records) no longer count.
-    store = OffsetSyncStore.load(ledger, "P->B", topics={again})
-    for partition in range(2):
-        assert store.forward(again, partition, 3).offset == 3
-        assert store.reverse(again, partition, 3).offset == 3
+    store = OffsetSyncStore.load(ledger, "P->B", topics={again, longer})
+    for topic, per_partition in ((again, 3), (longer, 15)):
+        source, replica = read_all(p, topic, 2), read_all(b, f"P.{topic}", 2)
+        for partition in range(2):
+            assert list(replica[partition].values()) == list(source[partition].values())
+        rows = (ledger.read(OFFSET_SYNCS)
+                .where(f"topic = '{topic}' AND run_id = '{third.run_id}'").collect())
+        runs = [(r["partition"], r["upstream_offset"], r["downstream_offset"], r["length"])
+                for r in rows]
+        assert_runs_exact(runs, source, replica)
+        assert_runs_cover(runs, source)
+        # Only the new epoch translates: the old topic's runs (10 records) no longer count.
+        for partition in range(2):
+            assert store.forward(topic, partition, 3).offset == 3
+            assert store.reverse(topic, partition, per_partition).offset == per_partition
