@@ -13,9 +13,9 @@ Invariants:
     * New partitions (new topics, grown partitions) resume where their recorded runs of the
       current epoch end, or at the log start (``plan.resume_offsets``).
     * A topic is never resumed on a source that no longer holds what was copied: a partition
-      that ends below its recorded copy (``plan.sources_behind``), or whose record at the last
-      recorded copy differs from the replica's (``continuity``, checked where a job resumes),
-      refuses the topic with what to do about it.
+      that ends below its recorded copy (``plan.sources_behind``, every batch), or whose
+      record at the last recorded copy differs from the replica's (``continuity``, before
+      each batch that copies more of it), refuses the topic with what to do about it.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ class FlowReplicator:
         self.max_bytes = max_bytes_per_partition
         self.result = ReplicationResult(self.flow.name, _new_run_id(), [])
         self.positions: dict[TP, int] = {}
+        # Per partition, the newest recorded copy (from the ledger, then from each batch).
+        self.last_copies: dict[TP, continuity.LastCopy] = {}
         self.replicas: dict[str, str] = {}
         self.broken: dict[str, str] = {}
         self.last_batch = -1
@@ -178,10 +180,16 @@ class FlowReplicator:
                         "truncated): a new epoch starts from %s[%s] offset %s", self.flow.name,
                         self.replicas[t], p, t, p, positions[(t, p)])
         self.positions.update(positions)
-        last = {tp: continuity.LastCopy(self.replicas[tp[0]], tail.upstream_end - 1,
-                                        tail.downstream_end - 1)
-                for tp, tail in flow_state.tails.items()
-                if tp in positions and tp not in new_epoch and tail.downstream_end > 0}
+        self.last_copies.update({
+            tp: continuity.LastCopy(self.replicas[tp[0]], tail.upstream_end - 1,
+                                    tail.downstream_end - 1)
+            for tp, tail in flow_state.tails.items()
+            if tp in positions and tp not in new_epoch and tail.downstream_end > 0})
+
+    def _check_continuity(self, partitions: set[TP]) -> None:
+        """Refuse topics whose source no longer holds the record last copied (``continuity``)."""
+        last = {tp: c for tp, c in self.last_copies.items() if tp in partitions}
+        src, dst = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
         for (t, p), (u, d) in sorted(continuity.differing(src, dst, last).items()):
             if t in self.broken:
                 continue
@@ -198,6 +206,10 @@ class FlowReplicator:
         """Copy one bounded batch towards ``targets`` and record it; the ranges planned."""
         self._refuse_sources_behind(ends)
         ranges = plan.plan_batch(self.positions, targets, self.replicas, self.max_records)
+        # Before copying more of a partition: is its source still the topic copied so far?
+        # (Only where something is copied: about 40 ms a batch, nothing when idle.)
+        self._check_continuity({r.key for r in ranges})
+        ranges = [r for r in ranges if r.topic not in self.broken]
         if not ranges:
             return 0
         copies = self.copies()
@@ -273,6 +285,10 @@ class FlowReplicator:
         self.result.runs_written += len(rows)
         for p in progress:
             self.result.progress[(p.topic, p.partition)] = p
+        for summary in summaries:
+            run = max(summary.runs, key=lambda r: r.downstream_offset)  # the newest copy
+            self.last_copies[(summary.topic, summary.partition)] = continuity.LastCopy(
+                summary.replica_topic, run.upstream_end - 1, run.downstream_end - 1)
         log.info("flow %s batch %s: %s records, %s runs", flow.name, batch, records, len(rows))
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from ledger.tables import Ledger
 from pipelines import kafka_admin
 from pipelines.replicate import topics
 from pipelines.replicate.job import replicate_continuously, replicate_once
+from pipelines.replicate.replicator import FlowReplicator
 from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
     assert_runs_exact,
@@ -206,3 +207,30 @@ def test_removed_and_recreated_topics_after_a_stop(spark, make_config, unique):
         for partition in range(2):
             assert store.forward(topic, partition, 3).offset == 3
             assert store.reverse(topic, partition, per_partition).offset == per_partition
+
+
+def test_a_topic_recreated_under_a_running_job_is_refused_before_its_next_copy(
+        spark, make_config, unique):
+    topic = unique("under")
+    config = make_config(flows={"P->B": {"topics": [topic]}})
+    p, b = config.cluster("P"), config.cluster("B")
+    create(p, topic, 1)
+    produce(p, topic, sample(1, 10, "old"))
+    # The batches of a running job, driven one by one (no refresh between them).
+    replicator = FlowReplicator(spark, config, "P->B")
+    try:
+        replicator.refresh()
+        ends = replicator.end_offsets()
+        assert replicator.run_batch(ends, ends) == 1 and replicator.positions[(topic, 0)] == 10
+        # Recreated between two batches, longer than what was copied: offsets cannot tell.
+        delete(p, topic)
+        recreate(p, topic, 1)
+        produce(p, topic, sample(1, 15, "new"))
+        ends = replicator.end_offsets()
+        assert ends[(topic, 0)] == 15
+        assert replicator.run_batch(ends, ends) == 0  # nothing copied
+    finally:
+        replicator.close()
+    message = replicator.result.errors[topic]
+    assert "holds another record at offset 9" in message and "delete the replica topic" in message
+    assert len(read_all(b, f"P.{topic}", 1)[0]) == 10
