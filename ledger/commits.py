@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger import direct
-from ledger.errors import OffsetLedgerError
+from ledger.errors import OffsetLedgerError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,8 @@ def _table(location: str, name: str) -> Any:
 
 
 def _fallback(location: str, name: str, exc: BaseException) -> None:
-    text = str(exc).strip().splitlines()
     log.info("ledger table %s at %s not committed with delta-rs (%s): committing with Spark",
-             name, location, text[0][:200] if text else type(exc).__name__)
+             name, location, first_line(exc, 200))
 
 
 def _arrow(table: Any, rows: Sequence[Mapping[str, Any]]) -> Any:

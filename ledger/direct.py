@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ledger.errors import first_line
+
 log = logging.getLogger(__name__)
 
 
@@ -121,5 +123,5 @@ def query(location: str, tables: Mapping[str, str], sql: str
         return pa.table(builder.execute(sql).read_all()).to_pylist()
     except Exception as exc:  # damaged or unsupported: Spark reads it and names the damage
         log.debug("ledger at %s not read with delta-rs (%s): reading with Spark", location,
-                  str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+                  first_line(exc, 200))
         return UNAVAILABLE

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
-from ledger.errors import OffsetLedgerError
+from ledger.errors import OffsetLedgerError, first_line
 from ledger.schemas import DERIVED, NATURAL_KEYS, SCHEMAS
 
 _INITIALIZED: set[tuple[int, str]] = set()
@@ -150,7 +150,7 @@ class Ledger:
         except Exception as exc:
             raise LedgerError(
                 f"cannot read ledger table {name} at {self.location}: "
-                f"{_first_line(exc)} (run `offset-ledger ledger init` if it is missing)"
+                f"{first_line(exc)} (run `offset-ledger ledger init` if it is missing)"
             ) from exc
 
     def version(self, name: str) -> int:
@@ -266,9 +266,4 @@ def _cause(exc: BaseException) -> str:
     for marker, meaning in _CAUSES:
         if marker in text:
             return meaning
-    return _first_line(exc)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    return first_line(exc)

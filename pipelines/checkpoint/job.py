@@ -14,6 +14,7 @@ import sys
 import time
 
 from ledger.config import Config
+from ledger.errors import first_line
 from ledger.span_snapshots import refresh_if_behind
 from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
 from pipelines.cli import add_flow_arguments, job_main
@@ -59,7 +60,7 @@ def refresh_spans(checkpointer: Checkpointer, config: Config, flow: str) -> None
                                         config.spans_refresh_commits):
             print(report.line().strip(), flush=True)
     except Exception as exc:
-        log.warning("span snapshot refresh skipped: %s", str(exc).splitlines()[0][:300])
+        log.warning("span snapshot refresh skipped: %s", first_line(exc))
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

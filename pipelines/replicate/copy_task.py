@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.errors import first_line
 from ledger.writer import PartitionSummary
 from pipelines.replicate.sink import (
     FLUSH_TIMEOUT_S,
@@ -139,7 +140,7 @@ def _copy(ranges: Sequence[CopyRange], consumer_config: dict[str, Any],
         consumer = Consumer(consumer_config)
         producer = Producer(producer_config)
     except Exception as exc:  # bad client settings: every range fails alike
-        return [_result(o, f"cannot create Kafka clients: {_short(exc)}")
+        return [_result(o, f"cannot create Kafka clients: {first_line(exc)}")
                 for o in opened.values()]
     try:
         _consume_and_produce(consumer, producer, opened, max_bytes, producer_config)
@@ -299,7 +300,7 @@ def _produce_epoch_zero(producer: Any, d: PartitionDeliveries, upstream: int, ke
             headers=list(headers) if headers else None,
         ).get(timeout=FLUSH_TIMEOUT_S)
     except Exception as exc:
-        d.failures.append(f"upstream record {upstream} (timestamp 0): {_short(exc)}")
+        d.failures.append(f"upstream record {upstream} (timestamp 0): {first_line(exc)}")
         return
     if meta.timestamp not in (0, -1):
         d.failures.append(f"timestamp 0 of upstream record {upstream} became {meta.timestamp}")
@@ -336,8 +337,3 @@ def _result(o: _Open, error: str | None = None) -> RangeResult:
     if error is not None:
         return RangeResult(o.range, None, o.range.start, records, o.bytes, error)
     return RangeResult(o.range, summary, o.position, records, o.bytes, None)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__

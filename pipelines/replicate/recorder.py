@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ledger import commits
-from ledger.errors import OffsetLedgerError
+from ledger.errors import OffsetLedgerError, first_line
 from ledger.records import ProgressRecord
 from ledger.records import rows as record_rows
 from ledger.schemas import (
@@ -45,11 +45,6 @@ LEDGER_WRITES = ("auto", "spark")
 
 class ReplicationError(OffsetLedgerError):
     """A batch could not be recorded (the ledger append or MERGE failed, ...)."""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
 
 
 class LedgerRecorder:
@@ -127,7 +122,7 @@ class LedgerRecorder:
             self._append(rows, batch)
         except Exception as exc:
             raise ReplicationError(f"flow {self.flow}: recording batch {batch} failed: "
-                                   f"{_first_line(exc)}") from exc
+                                   f"{first_line(exc)}") from exc
         finally:
             self.seconds += time.perf_counter() - started
         self.wait_for_progress()
@@ -166,7 +161,7 @@ class LedgerRecorder:
             self._progress_write.result()
         except Exception as exc:
             raise ReplicationError(f"flow {self.flow}: replication_progress MERGE failed: "
-                                   f"{_first_line(exc)}") from exc
+                                   f"{first_line(exc)}") from exc
         finally:
             self._progress_write = None
             self.seconds += time.perf_counter() - started

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.config import ClusterConfig, Config, FlowConfig
-from ledger.errors import OffsetLedgerError
+from ledger.errors import OffsetLedgerError, first_line
 from ledger.policy import ReplicationPolicy
 from pipelines import kafka_admin
 
@@ -162,8 +162,7 @@ def ensure_replicas(config: Config, flow: FlowConfig,
         try:
             _ensure_replica(config, source, target, plan, exclude, report)
         except Exception as exc:  # per topic: KafkaAdminError, or a client error
-            report.errors[plan.topic] = str(exc).strip().splitlines()[0][:500] \
-                if str(exc).strip() else type(exc).__name__
+            report.errors[plan.topic] = first_line(exc, 500)
             log.error("flow %s: topic %s is not replicated: %s", flow.name, plan.topic,
                       report.errors[plan.topic])
     return report
