@@ -25,38 +25,29 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ledger.config import ClusterConfig
+from pipelines.replicate.plan import TP, RecordedTail
 
-TP = tuple[str, int]
 READ_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True)
-class LastCopy:
-    """The newest recorded copy of a partition: ``upstream`` on the source at ``downstream``
-    of ``replica_topic`` (same partition number)."""
-
-    replica_topic: str
-    upstream: int
-    downstream: int
-
-
-def differing(source: ClusterConfig, target: ClusterConfig,
-              last: Mapping[TP, LastCopy]) -> dict[TP, tuple[int, int]]:
-    """``{(topic, partition): (upstream, downstream)}`` where the two records differ."""
-    if not last:
+def differing(source: ClusterConfig, target: ClusterConfig, tails: Mapping[TP, RecordedTail],
+              replicas: Mapping[str, str]) -> dict[TP, tuple[int, int]]:
+    """``{(topic, partition): (upstream, downstream)}`` where the last copied record (the one
+    before each tail's ends) differs between the source and the replica ``replicas[topic]``."""
+    if not tails:
         return {}
-    upstream = read_one_each(source, {tp: c.upstream for tp, c in last.items()})
-    downstream = read_one_each(target, {(c.replica_topic, tp[1]): c.downstream
-                                        for tp, c in last.items()})
+    last = {tp: (t.upstream_end - 1, t.downstream_end - 1) for tp, t in tails.items()}
+    upstream = read_one_each(source, {tp: u for tp, (u, _) in last.items()})
+    downstream = read_one_each(target, {(replicas[tp[0]], tp[1]): d
+                                        for tp, (_, d) in last.items()})
     out = {}
-    for tp, c in last.items():
-        original, copy = upstream.get(tp), downstream.get((c.replica_topic, tp[1]))
+    for tp, (u, d) in last.items():
+        original, copy = upstream.get(tp), downstream.get((replicas[tp[0]], tp[1]))
         if original is not None and copy is not None and not same_record(original, copy):
-            out[tp] = (c.upstream, c.downstream)
+            out[tp] = (u, d)
     return out
 
 

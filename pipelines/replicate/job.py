@@ -33,9 +33,10 @@ Invariants:
       without a streaming checkpoint.
     * ``written_at`` strictly increases between the batches of a flow, across restarts too.
     * A flow-level check (flow alias, reachable clusters, a literally named topic missing on
-      the source) refuses the flow before anything is written. A topic that cannot be
-      replicated (replica cannot be created, grown or configured; its copy fails) is reported
-      in the log and in the result's ``errors``, and the other topics go on.
+      the source that was never replicated) refuses the flow before anything is written. A
+      topic that cannot be replicated (replica cannot be created, grown or configured; its
+      copy fails; its source was recreated: ``replicator``) is reported in the log and in the
+      result's ``errors``, and the other topics go on.
     * Topic changes: every ``--refresh-interval`` (and at each start) the configuration file is
       read again (allowlists), topics are re-selected, replicas created or grown to the source's
       partition count, configs synced; new topics and partitions are copied from their start.

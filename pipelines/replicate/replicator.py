@@ -90,8 +90,8 @@ class FlowReplicator:
         self.max_bytes = max_bytes_per_partition
         self.result = ReplicationResult(self.flow.name, _new_run_id(), [])
         self.positions: dict[TP, int] = {}
-        # Per partition, the newest recorded copy (from the ledger, then from each batch).
-        self.last_copies: dict[TP, continuity.LastCopy] = {}
+        # Per partition, where the newest recorded run ends (from the ledger, then each batch).
+        self.tails: dict[TP, plan.RecordedTail] = {}
         self.replicas: dict[str, str] = {}
         self.broken: dict[str, str] = {}
         self.last_batch = -1
@@ -180,19 +180,15 @@ class FlowReplicator:
                         "truncated): a new epoch starts from %s[%s] offset %s", self.flow.name,
                         self.replicas[t], p, t, p, positions[(t, p)])
         self.positions.update(positions)
-        self.last_copies.update({
-            tp: continuity.LastCopy(self.replicas[tp[0]], tail.upstream_end - 1,
-                                    tail.downstream_end - 1)
-            for tp, tail in flow_state.tails.items()
-            if tp in positions and tp not in new_epoch and tail.downstream_end > 0})
+        self.tails.update({tp: tail for tp, tail in flow_state.tails.items()
+                           if tp in positions and tp not in new_epoch})
 
     def _check_continuity(self, partitions: set[TP]) -> None:
         """Refuse topics whose source no longer holds the record last copied (``continuity``)."""
-        last = {tp: c for tp, c in self.last_copies.items() if tp in partitions}
+        tails = {tp: t for tp, t in self.tails.items()
+                 if tp in partitions and tp[0] not in self.broken}
         src, dst = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
-        for (t, p), (u, d) in sorted(continuity.differing(src, dst, last).items()):
-            if t in self.broken:
-                continue
+        for (t, p), (u, d) in sorted(continuity.differing(src, dst, tails, self.replicas).items()):
             self._refuse(t, f"{t}[{p}] holds another record at offset {u} than the one copied "
                             f"to {self.replicas[t]}[{p}] at offset {d}")
 
@@ -209,6 +205,7 @@ class FlowReplicator:
         # Before copying more of a partition: is its source still the topic copied so far?
         # (Only where something is copied: about 40 ms a batch, nothing when idle.)
         self._check_continuity({r.key for r in ranges})
+        self._drop_broken()
         ranges = [r for r in ranges if r.topic not in self.broken]
         if not ranges:
             return 0
@@ -240,14 +237,15 @@ class FlowReplicator:
         for r in results:  # after the append: positions never lead the ledger
             if r.error is None:
                 self.positions[r.range.key] = max(self.positions[r.range.key], r.position)
-        for topic in self.broken:
-            self.positions = {tp: o for tp, o in self.positions.items() if tp[0] != topic}
+        self._drop_broken()
         return len(ranges)
+
+    def _drop_broken(self) -> None:
+        """Topics set aside are not planned again in this pass (a refresh may bring them back)."""
+        self.positions = {tp: o for tp, o in self.positions.items() if tp[0] not in self.broken}
 
     def _refuse_sources_behind(self, ends: Mapping[TP, int]) -> None:
         for t, p in plan.sources_behind(self.positions, ends):
-            if t in self.broken:
-                continue  # refused for another partition already
             self._refuse(t, f"{t}[{p}] ends at offset {ends[(t, p)]}, below offset "
                             f"{self.positions[(t, p)]} where its recorded copy ends")
 
@@ -255,17 +253,17 @@ class FlowReplicator:
         # Copying on would resume past the recreated topic's records (lost) and record runs
         # whose upstream offsets collide with the old ones in the same epoch (wrong
         # translations): the topic is left, with what to do about it.
-        if topic not in self.broken:
-            message = (
-                f"{why}: the source topic was deleted and recreated, or lost records, so its "
-                f"recorded runs no longer describe it. Nothing more is copied from it. To copy "
-                f"it again as a new epoch from its log start, delete the replica topic "
-                f"{self.replicas.get(topic, '?')} on {self.flow.target} (the next pass "
-                f"recreates it), or remove the topic from the flow")
-            log.error("flow %s: %s", self.flow.name, message)
-            self.broken[topic] = message
-            self.result.errors[topic] = message
-        self.positions = {tp: o for tp, o in self.positions.items() if tp[0] not in self.broken}
+        if topic in self.broken:
+            return  # set aside already (another partition, another reason): that one stands
+        message = (
+            f"{why}: the source topic was deleted and recreated, or lost records, so its "
+            f"recorded runs no longer describe it. Nothing more is copied from it. To copy "
+            f"it again as a new epoch from its log start, delete the replica topic "
+            f"{self.replicas.get(topic, '?')} on {self.flow.target} (the next pass "
+            f"recreates it), or remove the topic from the flow")
+        log.error("flow %s: %s", self.flow.name, message)
+        self.broken[topic] = message
+        self.result.errors[topic] = message
 
     def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
         batch = self.last_batch + 1
@@ -287,8 +285,8 @@ class FlowReplicator:
             self.result.progress[(p.topic, p.partition)] = p
         for summary in summaries:
             run = max(summary.runs, key=lambda r: r.downstream_offset)  # the newest copy
-            self.last_copies[(summary.topic, summary.partition)] = continuity.LastCopy(
-                summary.replica_topic, run.upstream_end - 1, run.downstream_end - 1)
+            self.tails[(summary.topic, summary.partition)] = plan.RecordedTail(
+                run.upstream_end, run.downstream_end)
         log.info("flow %s batch %s: %s records, %s runs", flow.name, batch, records, len(rows))
 
     def close(self) -> None:
