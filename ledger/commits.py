@@ -45,8 +45,8 @@ log = logging.getLogger(__name__)
 
 SPARK_CHECKPOINT_INTERVAL = 10  # Delta Lake's default delta.checkpointInterval
 UNAVAILABLE = direct.UNAVAILABLE  # commit it with Spark instead
-ALREADY_RECORDED = direct._Marker("ALREADY_RECORDED")  # the txn pair is in the log already
-COMMITTED = direct._Marker("COMMITTED")
+ALREADY_RECORDED = direct.Marker("ALREADY_RECORDED")  # the txn pair is in the log already
+COMMITTED = direct.Marker("COMMITTED")
 
 
 class CommitConflict(OffsetLedgerError):
@@ -93,7 +93,7 @@ def _checkpoint_at_interval(table: Any) -> None:
 
 
 def append_with_txn(location: str, name: str, rows: Sequence[Mapping[str, Any]], *,
-                    app_id: str, version: int) -> direct._Marker:
+                    app_id: str, version: int) -> direct.Marker:
     """Append ``rows`` in one commit carrying the transaction ``(app_id, version)``.
 
     Returns :data:`COMMITTED`, :data:`ALREADY_RECORDED` (nothing written) or
@@ -126,7 +126,7 @@ def append_with_txn(location: str, name: str, rows: Sequence[Mapping[str, Any]],
 
 
 def merge_on_keys(location: str, name: str, rows: Sequence[Mapping[str, Any]],
-                  keys: Iterable[str]) -> direct._Marker:
+                  keys: Iterable[str]) -> direct.Marker:
     """Upsert ``rows`` on ``keys`` (update all columns, insert new keys) in one commit.
 
     Returns :data:`COMMITTED` or :data:`UNAVAILABLE` (commit with Spark: the upsert is

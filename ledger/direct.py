@@ -36,7 +36,9 @@ from ledger.errors import first_line
 log = logging.getLogger(__name__)
 
 
-class _Marker:
+class Marker:
+    """A named outcome that is not a result (``UNAVAILABLE``, ``ABSENT``, ``commits``' own)."""
+
     def __init__(self, name: str) -> None:
         self.name = name
 
@@ -44,8 +46,8 @@ class _Marker:
         return self.name
 
 
-UNAVAILABLE = _Marker("UNAVAILABLE")  # read it with Spark instead
-ABSENT = _Marker("ABSENT")  # the table's folder does not exist: nothing was recorded there
+UNAVAILABLE = Marker("UNAVAILABLE")  # read it with Spark instead
+ABSENT = Marker("ABSENT")  # the table's folder does not exist: nothing was recorded there
 
 
 # Where these are set, Spark resolves a path without a scheme on another filesystem (HDFS,
@@ -87,7 +89,7 @@ def log_complete(table: Path) -> bool:
 
 
 def query(location: str, tables: Mapping[str, str], sql: str
-          ) -> list[dict[str, Any]] | _Marker:
+          ) -> list[dict[str, Any]] | Marker:
     """Rows of ``sql`` over ledger tables registered as ``{sql_name: table_name}``.
 
     Each table must have at least the columns of its ledger schema (``ledger.schemas``).
