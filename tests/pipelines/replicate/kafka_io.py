@@ -110,10 +110,15 @@ def read_all(cluster: ClusterConfig, topic: str, partitions: int) -> dict[int, d
     return out
 
 
-def ledger_runs(spark, config: Config, flow: str, topic: str) -> list[tuple[int, int, int, int]]:
-    """``(partition, u, d, n)`` of the flow's runs for ``topic``, in write order."""
+def ledger_runs(spark, config: Config, flow: str, topic: str,
+                run_id: str | None = None) -> list[tuple[int, int, int, int]]:
+    """``(partition, u, d, n)`` of the flow's runs for ``topic`` (of one job run, if given),
+    in write order."""
+    where = f"flow = '{flow}' AND topic = '{topic}'"
+    if run_id is not None:
+        where += f" AND run_id = '{run_id}'"
     rows = (Ledger(spark, config.ledger_location).read(OFFSET_SYNCS)
-            .where(f"flow = '{flow}' AND topic = '{topic}'")
+            .where(where)
             .orderBy("partition", "written_at", "batch_id", "downstream_offset").collect())
     return [(r["partition"], r["upstream_offset"], r["downstream_offset"], r["length"])
             for r in rows]

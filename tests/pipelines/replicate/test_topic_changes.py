@@ -9,7 +9,6 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from ledger.schemas import OFFSET_SYNCS
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines import kafka_admin
@@ -197,10 +196,7 @@ def test_removed_and_recreated_topics_after_a_stop(spark, make_config, unique):
         source, replica = read_all(p, topic, 2), read_all(b, f"P.{topic}", 2)
         for partition in range(2):
             assert list(replica[partition].values()) == list(source[partition].values())
-        rows = (ledger.read(OFFSET_SYNCS)
-                .where(f"topic = '{topic}' AND run_id = '{third.run_id}'").collect())
-        runs = [(r["partition"], r["upstream_offset"], r["downstream_offset"], r["length"])
-                for r in rows]
+        runs = ledger_runs(spark, config, "P->B", topic, run_id=third.run_id)
         assert_runs_exact(runs, source, replica)
         assert_runs_cover(runs, source)
         # Only the new epoch translates: the old topic's runs (10 records) no longer count.
