@@ -18,8 +18,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[local,dev]'
 	touch $@
 
-jars/.fetched: jvm/spark/pom.xml jvm/kafka/pom.xml jvm/mm2/pom.xml jvm/settings.xml
+jars/.fetched: jvm/spark/pom.xml jvm/spark-kafka/pom.xml jvm/kafka/pom.xml jvm/mm2/pom.xml \
+		jvm/settings.xml
 	$(MVN) -f jvm/spark/pom.xml dependency:copy-dependencies
+	$(MVN) -f jvm/spark-kafka/pom.xml dependency:copy-dependencies
 	$(MVN) -f jvm/kafka/pom.xml dependency:copy-dependencies
 	$(MVN) -f jvm/mm2/pom.xml dependency:copy-dependencies
 	touch $@

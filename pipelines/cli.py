@@ -24,7 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replicate": ("pipelines.replicate.job", "replicate a flow's topics and record offset-syncs"),
     "checkpoint": ("pipelines.checkpoint.job",
                    "record group offsets and forward/reverse checkpoints; sync group offsets"),
-    "translate": ("pipelines.checkpoint.translate", "print a group's translated offsets"),
+    "translate": ("pipelines.checkpoint.translate",
+                  "print translated offsets: of groups, or given as JSON (a Spark query's)"),
     "topics": ("pipelines.allowlists", "edit a flow's topic allowlist"),
     "groups": ("pipelines.allowlists", "edit a flow's group allowlist"),
     "reverse-checkpointed-topics": ("pipelines.allowlists",
@@ -46,7 +47,9 @@ EXAMPLES: dict[str, str] = {
     "ledger": "offset-ledger ledger init",
     "replicate": "offset-ledger replicate --flow 'P->B' --once",
     "checkpoint": "offset-ledger checkpoint --source P --target B --once --group G",
-    "translate": "offset-ledger translate --group G --from P --to B --format json",
+    "translate": "offset-ledger translate --group G --from P --to B --format json\n"
+                 "  offset-ledger translate --from P --to B --offsets offsets.json  "
+                 "(Spark's startingOffsets JSON; - reads stdin)",
     "topics": "offset-ledger topics --source P --target B --add 'Payments'",
     "groups": "offset-ledger groups --source P --target B --add 'G'",
     "reverse-checkpointed-topics": "offset-ledger reverse-checkpointed-topics --source B "
