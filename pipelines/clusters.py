@@ -26,18 +26,26 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ledger.config import ClusterConfig, Config, load_config
 from ledger.errors import OffsetLedgerError
+from pipelines.cluster_security import (
+    SECURITY_MODES,
+    SecurityMaterial,
+    mode_file,
+    recorded_mode,
+)
 from pipelines.spark import jars_dir
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 BROKER_HEAP = os.environ.get("OFFSET_LEDGER_BROKER_HEAP", "512m")
 START_TIMEOUT_S = float(os.environ.get("OFFSET_LEDGER_BROKER_START_TIMEOUT", "90"))
 
-SERVER_PROPERTIES = """\
+LISTENERS = """\
 # Written by offset-ledger for the embedded cluster {alias}; loopback only.
 process.roles=broker,controller
 node.id=1
@@ -47,6 +55,9 @@ advertised.listeners=PLAINTEXT://{host}:{port}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+"""
+# Either kind of listeners (above, or pipelines.cluster_security's secured ones) + these.
+BROKER_PROPERTIES = """\
 log.dirs={log_dir}
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -137,12 +148,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def broker_answers(bootstrap: str, timeout: float = 3.0) -> bool:
-    """Whether a metadata request to ``bootstrap`` succeeds within ``timeout`` seconds."""
+def broker_answers(bootstrap: str, timeout: float = 3.0,
+                   client: Mapping[str, Any] | None = None) -> bool:
+    """Whether a metadata request to ``bootstrap`` succeeds within ``timeout`` seconds
+    (``client``: the security properties of a secured cluster)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                         "log_level": 0})
+    admin = AdminClient({**(client or {}), "bootstrap.servers": bootstrap,
+                         "socket.timeout.ms": int(timeout * 1000), "log_level": 0})
     try:
         metadata = admin.list_topics(timeout=timeout)
         return bool(metadata.brokers)
@@ -150,7 +163,8 @@ def broker_answers(bootstrap: str, timeout: float = 3.0) -> bool:
         return False
 
 
-def coordinator_ready(bootstrap: str, timeout: float = 3.0) -> bool:
+def coordinator_ready(bootstrap: str, timeout: float = 3.0,
+                      client: Mapping[str, Any] | None = None) -> bool:
     """Whether the group coordinator answers (``__consumer_offsets`` created and loaded).
 
     A fresh broker answers metadata before its coordinators are loaded; clients that commit or
@@ -159,7 +173,7 @@ def coordinator_ready(bootstrap: str, timeout: float = 3.0) -> bool:
     """
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "log_level": 0,
+    consumer = Consumer({**(client or {}), "bootstrap.servers": bootstrap, "log_level": 0,
                          "group.id": "offset-ledger-startup-probe"})
     try:
         consumer.committed([TopicPartition("offset-ledger-startup-probe", 0)], timeout=timeout)
@@ -216,15 +230,34 @@ class EmbeddedClusters:
     """Start, inspect and stop the embedded brokers for ``config``'s clusters."""
 
     def __init__(self, config: Config, aliases: list[str] | None = None,
-                 data_dir: str | None = None, tied_to_parent: bool = False) -> None:
+                 data_dir: str | None = None, tied_to_parent: bool = False,
+                 security: str | None = None) -> None:
         """``tied_to_parent``: the brokers die with this process (tests), instead of outliving
-        it (``clusters up``)."""
+        it (``clusters up``). ``security``: ``sasl_ssl`` or ``mtls`` for secured brokers
+        (``pipelines.cluster_security``); by default, what the data dir was set up with."""
         self.config = config
         self.tied_to_parent = tied_to_parent
         self.aliases = aliases or list(config.clusters)
         for alias in self.aliases:
             config.cluster(alias)
         self.data_dir = Path(data_dir or config.embedded_data_dir).resolve()
+        recorded = recorded_mode(self.data_dir)
+        if security and recorded and security != recorded:
+            raise ClusterError(
+                f"the embedded clusters in {self.data_dir} were set up with security "
+                f"{recorded}, not {security}: run `offset-ledger clusters down` and remove "
+                "that folder to start them anew")
+        self.security = security or recorded
+        self.material = (SecurityMaterial(self.data_dir, self.security)
+                         if self.security else None)
+
+    def client_config(self, alias: str, user: str = "admin") -> dict[str, Any]:
+        """librdkafka properties of ``user`` for ``alias``'s broker (secrets included: only
+        for clients; the super user ``admin`` is for setup such as ACLs)."""
+        props: dict[str, Any] = {"bootstrap.servers": self.bootstrap(alias)}
+        if self.material is not None:
+            props.update(self.material.client_properties(user))
+        return props
 
     # --- files ---------------------------------------------------------------------------
 
@@ -257,21 +290,31 @@ class EmbeddedClusters:
         folder.mkdir(parents=True, exist_ok=True)
         props = self._properties(alias)
         log_dir = folder / "data"
-        controller_file = folder / "controller.port"
-        if controller_file.exists() and (log_dir / "meta.properties").exists():
-            controller_port = int(controller_file.read_text())
+        ports_file = folder / "controller.port"  # "<controller> [<internal>]"
+        if ports_file.exists() and (log_dir / "meta.properties").exists():
+            saved = [int(p) for p in ports_file.read_text().split()]
+            controller_port = saved[0]
+            internal_port = saved[1] if len(saved) > 1 else free_port(host)
         else:
-            controller_port = free_port(host)
+            controller_port, internal_port = free_port(host), free_port(host)
             shutil.rmtree(log_dir, ignore_errors=True)
-        for p, what in ((port, "broker"), (controller_port, "controller")):
+        used = [(port, "broker"), (controller_port, "controller")]
+        if self.material is not None:
+            used.append((internal_port, "inter-broker"))
+        for p, what in used:
             if not port_free(host, p):
                 raise ClusterError(
                     f"cluster {alias}: {what} port {host}:{p} is already in use by another "
                     f"process; free it or change clusters.{alias}.bootstrap.servers")
-        props.write_text(SERVER_PROPERTIES.format(alias=alias, host=host, port=port,
-                                                  controller_port=controller_port,
-                                                  log_dir=log_dir))
-        controller_file.write_text(str(controller_port))
+        where = {"alias": alias, "host": host, "port": port, "controller_port": controller_port}
+        if self.material is None:
+            listeners = LISTENERS.format(**where)
+        else:
+            self.material.ensure()
+            mode_file(self.data_dir).write_text(self.material.mode)
+            listeners = self.material.broker_properties(**where, internal_port=internal_port)
+        props.write_text(listeners + BROKER_PROPERTIES.format(log_dir=log_dir))
+        ports_file.write_text(f"{controller_port} {internal_port}")
         (folder / "log4j2.properties").write_text(LOG4J2)
         java, classpath = _java(), _kafka_classpath()
         if not (log_dir / "meta.properties").exists():
@@ -279,7 +322,8 @@ class EmbeddedClusters:
             result = subprocess.run(
                 [java, "-cp", classpath,
                  f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
-                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+                 *(self.material.format_arguments() if self.material else [])],
                 capture_output=True, text=True, timeout=120)
             if result.returncode != 0:
                 raise ClusterError(f"cluster {alias}: formatting the KRaft log dir failed: "
@@ -318,8 +362,9 @@ class EmbeddedClusters:
                     if proc is not None and proc.poll() is not None:
                         raise ClusterError(f"cluster {alias}: broker exited with code "
                                            f"{proc.returncode}: {self._log_tail(alias)}")
-                    if broker_answers(self.bootstrap(alias), timeout=2.0) and \
-                            coordinator_ready(self.bootstrap(alias)):
+                    client = self.client_config(alias)
+                    if broker_answers(self.bootstrap(alias), 2.0, client) and \
+                            coordinator_ready(self.bootstrap(alias), client=client):
                         pending.remove(alias)
                 if pending and time.monotonic() > deadline:
                     raise ClusterError(f"clusters {', '.join(pending)} did not answer metadata "
@@ -341,7 +386,8 @@ class EmbeddedClusters:
         out = []
         for alias in self.aliases:
             pid = self.pid(alias)
-            answering = pid is not None and broker_answers(self.bootstrap(alias), timeout=2.0)
+            answering = pid is not None and broker_answers(self.bootstrap(alias), 2.0,
+                                                           self.client_config(alias))
             out.append(BrokerStatus(alias, self.bootstrap(alias), pid, pid is not None,
                                     answering))
         return out
@@ -385,13 +431,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="broker state folder (default: embedded.data.dir)")
     parser.add_argument("--alias", action="append",
                         help="only this cluster alias (repeatable; default: all)")
+    parser.add_argument("--security", choices=SECURITY_MODES, default=None,
+                        help="secured brokers (with up): sasl_ssl (SCRAM-SHA-512 over TLS) or "
+                             "mtls (client certificates); a CA made at setup, StandardAuthorizer, "
+                             "users admin (super user), replicator and app, whose client "
+                             "settings are written to <data dir>/security/clients/")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    clusters = EmbeddedClusters(config, args.alias, args.data_dir)
+    clusters = EmbeddedClusters(config, args.alias, args.data_dir,
+                                security=getattr(args, "security", None))
     if args.action == "up":
-        for alias, bootstrap in clusters.up().items():
+        bootstraps = clusters.up()
+        for alias, bootstrap in bootstraps.items():
             print(f"{alias}: bootstrap.servers={bootstrap}  (pid {clusters.pid(alias)})")
+        if clusters.material is not None:
+            folder = clusters.material.write_client_files(bootstraps)
+            print(f"security {clusters.security}: CA {clusters.material.ca}; each user's "
+                  f"client settings (secrets inside, mode 0600) in {folder}/<user>.yaml for "
+                  "users admin (super user: setup and ACLs only), replicator, app; grant ACLs "
+                  "as in docs/security.md")
         return 0
     if args.action == "status":
         statuses = clusters.status()

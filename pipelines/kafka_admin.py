@@ -5,6 +5,11 @@ Invariants:
       name the cluster alias, never its properties (which may hold secrets).
     * Group offsets are "next offset to consume". ``alter_group_offsets`` refuses a group with
       active members (Kafka itself refuses too; we check first for a clear message).
+    * Every failure is a :class:`KafkaAdminError` classified by ``pipelines.kafka_errors``
+      (authentication, TLS, a missing ACL naming the operation and resource, unreachable,
+      unknown topic): each client carries an ``ErrorWatch`` whose cause explains a vague
+      transport error. A topic is looked up by name (:func:`describe_topics`) before it is
+      taken for gone: a topic one may not describe is "not authorized", never "removed".
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import (
     Consumer,
@@ -25,6 +31,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ledger.config import ClusterConfig
 from ledger.errors import OffsetLedgerError
+from pipelines import kafka_errors
+from pipelines.kafka_errors import KafkaAccessError
 
 TIMEOUT_S = 15.0
 # Longer than any request timeout: a future must finish before its client may be destroyed.
@@ -39,8 +47,8 @@ REPLICATED_TOPIC_CONFIGS = (
 )
 
 
-class KafkaAdminError(OffsetLedgerError):
-    """A cluster is unreachable or refused an admin request."""
+# A cluster is unreachable or refused an admin request; ``kind`` says why (kafka_errors).
+KafkaAdminError = KafkaAccessError
 
 
 class GroupActiveError(OffsetLedgerError):
@@ -55,39 +63,83 @@ class GroupInfo:
 
 
 def admin(cluster: ClusterConfig) -> AdminClient:
-    return AdminClient(cluster.client_config(**{"log_level": 0}))
+    """An admin client whose ``watch`` (``kafka_errors.ErrorWatch``) explains its failures."""
+    config, watch = kafka_errors.watched(cluster.client_config(**{"log_level": 0}))
+    client = AdminClient(config)
+    client.watch = watch
+    return client
 
 
-def _wait(cluster: ClusterConfig, what: str, future):
+def failure(cluster: ClusterConfig, exc: BaseException, client: Any = None,
+            operation: str | None = None, resource: str | None = None) -> KafkaAdminError:
+    """The classified error for ``exc`` from a call of ``client`` on ``cluster``."""
+    if isinstance(exc, KafkaAccessError):
+        return exc
+    watch = getattr(client, "watch", None)
+    if client is not None:
+        kafka_errors.serve(client)
+    return KafkaAdminError.of(kafka_errors.classify(
+        exc, cluster.alias, cluster.properties, operation=operation, resource=resource,
+        watch=watch))
+
+
+def _wait(cluster: ClusterConfig, what: str, future, client: Any = None,
+          operation: str | None = None, resource: str | None = None):
     try:
         return future.result(timeout=RESULT_TIMEOUT_S)
-    except KafkaException as exc:
-        raise KafkaAdminError(f"cluster {cluster.alias}: {what} failed: "
-                              f"{exc.args[0].str() if exc.args else exc}") from None
     except Exception as exc:
-        raise KafkaAdminError(f"cluster {cluster.alias}: {what} failed: {exc}") from None
+        raise failure(cluster, exc, client, operation, resource or what) from None
+
+
+def _metadata(cluster: ClusterConfig, timeout: float) -> Any:
+    client = admin(cluster)
+    try:
+        metadata = client.list_topics(timeout=timeout)
+    except Exception as exc:
+        raise failure(cluster, exc, client) from None
+    if not metadata.brokers:
+        raise KafkaAdminError(f"cluster {cluster.alias} is unreachable at "
+                              f"{cluster.bootstrap_servers}: no brokers answered",
+                              kafka_errors.UNREACHABLE)
+    return metadata
 
 
 def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
-    try:
-        metadata = admin(cluster).list_topics(timeout=timeout)
-    except Exception as exc:
-        raise KafkaAdminError(
-            f"cluster {cluster.alias} is unreachable at {cluster.bootstrap_servers}: {exc}"
-        ) from None
-    if not metadata.brokers:
-        raise KafkaAdminError(f"cluster {cluster.alias} is unreachable at "
-                              f"{cluster.bootstrap_servers}: no brokers answered")
+    """Raise a classified :class:`KafkaAdminError` unless a metadata request succeeds."""
+    _metadata(cluster, timeout)
 
 
 def list_topics(cluster: ClusterConfig) -> dict[str, int]:
-    """``{topic: partition count}`` (internal topics included; callers filter)."""
-    try:
-        metadata = admin(cluster).list_topics(timeout=TIMEOUT_S)
-    except Exception as exc:
-        raise KafkaAdminError(f"cluster {cluster.alias} is unreachable at "
-                              f"{cluster.bootstrap_servers}: {exc}") from None
+    """``{topic: partition count}`` of the topics the principal may describe (internal
+    included; callers filter). Under an authorizer a topic missing here may exist: see
+    :func:`describe_topics`."""
+    metadata = _metadata(cluster, TIMEOUT_S)
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def describe_topics(cluster: ClusterConfig, names: Iterable[str],
+                    operation: str = "DESCRIBE") -> dict[str, int | KafkaAdminError]:
+    """Each topic by name: its partition count, or why it cannot be described
+    (``kind`` ``unknown_topic``: it does not exist; ``authorization``: the principal may not
+    describe it, whether it exists or not, as Kafka answers both alike). ``operation``: the
+    ACL operation a refusal names (READ implies DESCRIBE)."""
+    from confluent_kafka import TopicCollection
+
+    names = sorted(set(names))
+    if not names:
+        return {}
+    client = admin(cluster)
+    futures = client.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S)
+    out: dict[str, int | KafkaAdminError] = {}
+    for name in names:
+        try:
+            out[name] = len(futures[name].result(timeout=RESULT_TIMEOUT_S).partitions)
+        except Exception as exc:
+            error = failure(cluster, exc, client, operation, f"topic {name}")
+            if error.cluster_wide:
+                raise error from None
+            out[name] = error
+    return out
 
 
 def create_topic(cluster: ClusterConfig, topic: str, partitions: int,
@@ -103,8 +155,7 @@ def create_topic(cluster: ClusterConfig, topic: str, partitions: int,
     except KafkaException as exc:
         if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
             return False
-        raise KafkaAdminError(f"cluster {cluster.alias}: creating topic {topic} failed: "
-                              f"{exc.args[0].str() if exc.args else exc}") from None
+        raise failure(cluster, exc, client, "CREATE", f"topic {topic}") from None
 
 
 def alter_topic_configs(cluster: ClusterConfig, topic: str, configs: Mapping[str, str]) -> None:
@@ -117,7 +168,8 @@ def alter_topic_configs(cluster: ClusterConfig, topic: str, configs: Mapping[str
         for k, v in configs.items()])
     client = admin(cluster)
     futures = client.incremental_alter_configs([resource])
-    _wait(cluster, f"updating configs of {topic}", futures[resource])
+    _wait(cluster, f"updating configs of {topic}", futures[resource], client, "ALTER_CONFIGS",
+          f"topic {topic}")
 
 
 def _offset_consumer(cluster: ClusterConfig) -> Consumer:
@@ -134,8 +186,7 @@ def watermarks(cluster: ClusterConfig, topic: str, partitions: int) -> dict[int,
                                                   cached=False)
                 for p in range(partitions)}
     except KafkaException as exc:
-        raise KafkaAdminError(f"cluster {cluster.alias}: reading end offsets of {topic} "
-                              f"failed: {exc}") from None
+        raise failure(cluster, exc, None, "DESCRIBE", f"topic {topic}") from None
     finally:
         consumer.close()
 
@@ -148,15 +199,12 @@ def _group_missing(exc: KafkaException) -> bool:
     return isinstance(err, KafkaError) and err.code() in (KafkaError.GROUP_ID_NOT_FOUND,)
 
 
-def _describe(exc: KafkaException) -> str:
-    err = exc.args[0] if exc.args else None
-    return f"{err.name()}: {err.str()}" if hasattr(err, "name") else str(exc)
-
-
 def list_groups(cluster: ClusterConfig) -> list[GroupInfo]:
+    """The groups the principal may describe (Kafka leaves the others out silently)."""
     client = admin(cluster)
     result = _wait(cluster, "listing groups",
-                   client.list_consumer_groups(request_timeout=TIMEOUT_S))
+                   client.list_consumer_groups(request_timeout=TIMEOUT_S), client, "DESCRIBE",
+                   "cluster")
     return [GroupInfo(g.group_id, str(g.state.name if g.state else "UNKNOWN"), -1)
             for g in result.valid]
 
@@ -169,6 +217,9 @@ def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
     except KafkaException as exc:
         if _group_missing(exc):
             return GroupInfo(group, "DEAD", 0)
+        error = failure(cluster, exc, client, "DESCRIBE", f"group {group}")
+        if error.kind != kafka_errors.OTHER:
+            raise error from None
         # Kafka 4 answers ConsumerGroupDescribe for KIP-848 groups only; some classic groups
         # come back as an error there. ListGroups still knows every group's state.
         listed = {g.group_id: g for g in list_groups(cluster)}
@@ -178,7 +229,7 @@ def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
         if state.upper() in ("EMPTY", "DEAD"):
             return GroupInfo(group, state, 0)
         raise KafkaAdminError(f"cluster {cluster.alias}: describing group {group} (state "
-                              f"{state}) failed: {_describe(exc)}") from None
+                              f"{state}) failed: {error}") from None
     return GroupInfo(group, str(desc.state.name if desc.state else "UNKNOWN"),
                      len(desc.members or []))
 
@@ -193,8 +244,7 @@ def group_offsets(cluster: ClusterConfig, group: str) -> dict[tuple[str, int], i
     except KafkaException as exc:
         if _group_missing(exc):
             return {}
-        raise KafkaAdminError(f"cluster {cluster.alias}: reading offsets of group {group} "
-                              f"failed: {exc.args[0].str() if exc.args else exc}") from None
+        raise failure(cluster, exc, client, "DESCRIBE", f"group {group}") from None
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []
             if tp.offset is not None and tp.offset >= 0 and tp.error is None}
 
@@ -220,11 +270,16 @@ def alter_group_offsets(cluster: ClusterConfig, group: str,
                                                    for (t, p), o in sorted(offsets.items())])
     client = admin(cluster)
     futures = client.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)
-    result = _wait(cluster, f"writing offsets of group {group}", futures[group])
+    result = _wait(cluster, f"writing offsets of group {group}", futures[group], client,
+                   "READ", f"group {group}")
     failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
     if failed:
+        first = failed[0]
+        why = failure(cluster, KafkaException(first.error), client, "READ",
+                      f"topic {first.topic}")
         raise KafkaAdminError(f"cluster {cluster.alias}: writing offsets of group {group} "
-                              f"failed for {[(tp.topic, tp.partition) for tp in failed]}")
+                              f"failed for {[(tp.topic, tp.partition) for tp in failed]}: {why}",
+                              why.kind)
 
 
 # --- added for replication (pipelines/replicate) ---------------------------------------------
@@ -238,7 +293,8 @@ def explicit_topic_configs(cluster: ClusterConfig, topic: str,
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     client = admin(cluster)
     futures = client.describe_configs([resource])
-    entries = _wait(cluster, f"describing {topic}", futures[resource])
+    entries = _wait(cluster, f"describing {topic}", futures[resource], client,
+                    "DESCRIBE_CONFIGS", f"topic {topic}")
     wanted = set(keys)
     return {name: e.value for name, e in entries.items()
             if name in wanted and e.value is not None
@@ -256,7 +312,8 @@ def delete_topic_configs(cluster: ClusterConfig, topic: str, keys: Iterable[str]
         ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in keys])
     client = admin(cluster)
     futures = client.incremental_alter_configs([resource])
-    _wait(cluster, f"resetting configs of {topic}", futures[resource])
+    _wait(cluster, f"resetting configs of {topic}", futures[resource], client, "ALTER_CONFIGS",
+          f"topic {topic}")
 
 
 def end_offsets(cluster: ClusterConfig,
@@ -272,7 +329,8 @@ def end_offsets(cluster: ClusterConfig,
                                   request_timeout=TIMEOUT_S)
     out = {}
     for tp, future in futures.items():
-        info = _wait(cluster, f"reading end offsets of {tp.topic}", future)
+        info = _wait(cluster, f"reading end offsets of {tp.topic}", future, client, "DESCRIBE",
+                     f"topic {tp.topic}")
         out[(tp.topic, tp.partition)] = int(info.offset)
     return out
 
@@ -312,8 +370,7 @@ def committed_records_between(cluster: ClusterConfig,
             end = pending[key][1]
             error = msg.error()
             if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                raise KafkaAdminError(f"cluster {cluster.alias}: reading {key[0]}[{key[1]}] "
-                                      f"failed: {error.str()}")
+                raise failure(cluster, KafkaException(error), None, "READ", f"topic {key[0]}")
             if error is not None and msg.offset() < end:
                 continue  # the last stable offset is below end: an open transaction, wait
             out[key] = error is None and msg.offset() < end

@@ -203,12 +203,16 @@ class Checkpointer:
         source_cluster = self.config.cluster(flow.source)
         try:
             if recorded_commits:
-                raise kafka_admin.KafkaAdminError(f"cluster {flow.source} declared lost")
+                raise kafka_admin.KafkaAdminError(f"cluster {flow.source} declared lost",
+                                                  "unreachable")
             kafka_admin.check_reachable(source_cluster, timeout=5.0)
             group_ids = groups if groups is not None else self.groups_on(flow, flow.source)
             commits, states = self.observe(flow.source, group_ids)
-        except kafka_admin.KafkaAdminError:
-            if not (allow_unreachable_source or recorded_commits) or groups is None:
+        except kafka_admin.KafkaAdminError as exc:
+            # Only a source that does not answer is left for the recorded commits; refused
+            # credentials or a missing ACL are errors to fix (pipelines.kafka_errors).
+            if not (allow_unreachable_source or recorded_commits) or groups is None \
+                    or exc.kind != "unreachable":
                 raise
             log.warning("cluster %s unreachable: using the last recorded commits", flow.source)
             result.source_live = False

@@ -161,6 +161,8 @@ class Mover:
         try:
             kafka_admin.check_reachable(self.config.cluster(source), timeout=10.0)
         except kafka_admin.KafkaAdminError as exc:
+            if exc.kind != "unreachable":  # credentials, TLS, ACLs: fixed in the configuration
+                raise exc.__class__(f"{exc}; nothing was written", exc.kind) from None
             raise SourceUnreachableError(
                 f"{exc}; nothing was written. If {source} is lost, fail over from the last "
                 "commits recorded in the ledger with --disaster; an authentication or "

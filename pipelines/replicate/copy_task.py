@@ -18,9 +18,11 @@ Invariants:
       returns an ``error`` and no runs. Its copies are then unrecorded duplicates, never a
       wrong mapping.
     * A range's failure is returned, not raised, so the other ranges of the batch are still
-      recorded; a crash of the task itself (executor lost) is retried by Spark, and a retried
-      attempt re-copies its ranges: only the attempt whose result reaches the driver is
-      recorded.
+      recorded; it is one line classified by ``pipelines.kafka_errors`` (a missing ACL names
+      the operation, topic and principal). Nothing a task raises is a librdkafka exception
+      (those do not pickle: a local worker could not return it). A crash of the task itself
+      (executor lost) is retried by Spark, and a retried attempt re-copies its ranges: only
+      the attempt whose result reaches the driver is recorded.
     * Key, value (``None`` kept), headers (order and ``None`` values kept) and the source
       timestamp are copied. The timestamp is passed explicitly, whatever the source's
       timestamp type (a LogAppendTime source yields a CreateTime replica with the source's
@@ -38,6 +40,7 @@ from typing import Any
 
 from ledger.errors import first_line
 from ledger.writer import PartitionSummary
+from pipelines import kafka_errors
 from pipelines.replicate.sink import (
     FLUSH_TIMEOUT_S,
     DeliveryError,
@@ -136,6 +139,8 @@ def _copy(ranges: Sequence[CopyRange], consumer_config: dict[str, Any],
     opened = {r.key: _Open(r) for r in ranges}
     if not any(not o.done for o in opened.values()):
         return [_result(o) for o in opened.values()]
+    consumer_config, source_watch = kafka_errors.watched(consumer_config)
+    producer_config, target_watch = kafka_errors.watched(producer_config)
     try:
         consumer = Consumer(consumer_config)
         producer = Producer(producer_config)
@@ -149,9 +154,31 @@ def _copy(ranges: Sequence[CopyRange], consumer_config: dict[str, Any],
             for o in opened.values():
                 o.error = o.error or f"{remaining} record(s) undelivered after " \
                                      f"{flush_timeout_s:.0f}s"
+    except Exception as exc:  # a fatal producer error (a missing WRITE ACL), a client error
+        for o in opened.values():
+            o.error = o.error or _classified(exc, o, producer_config, target_watch)
     finally:
         consumer.close()
+    for o in opened.values():
+        if o.error is None and (o.deliveries.failures or target_watch.fatal):
+            o.error = _classified(" ".join(o.deliveries.failures[:1]) or "fatal producer error",
+                                  o, producer_config, target_watch)
+        elif o.error is not None and o.error.startswith(READ_FAILED):
+            o.error = kafka_errors.classify(
+                o.error[len(READ_FAILED):], "the source cluster", consumer_config,
+                operation="READ", resource=f"topic {o.range.topic}", watch=source_watch).message
     return [_result(o) for o in opened.values()]
+
+
+READ_FAILED = "reading failed: "
+
+
+def _classified(exc: Any, o: _Open, producer_config: Mapping[str, Any],
+                watch: kafka_errors.ErrorWatch) -> str:
+    """A producing failure of range ``o`` as one classified line (a librdkafka exception
+    never leaves the task: it does not pickle)."""
+    return kafka_errors.classify(exc, "the target cluster", producer_config, operation="WRITE",
+                                 resource=f"topic {o.range.replica_topic}", watch=watch).message
 
 
 def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, int], _Open],
@@ -251,6 +278,10 @@ def _read_error(msg: Any, opened: dict[tuple[str, int], _Open]) -> int:
 
     err = msg.error()
     o = opened.get((msg.topic(), msg.partition()))
+    if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED and o is None:
+        # The consumer's group.id is never joined or committed to (assign only): librdkafka
+        # still looks up its coordinator, which needs an ACL this task can do without.
+        return 0
     if err.code() == KafkaError._PARTITION_EOF:
         if o is not None and not o.done and msg.offset() >= o.range.end:
             o.position, o.done = o.range.end, True
@@ -259,7 +290,7 @@ def _read_error(msg: Any, opened: dict[tuple[str, int], _Open]) -> int:
     closed = 0
     for t in [o] if o is not None else list(opened.values()):
         if not t.done:
-            t.done, t.error = True, f"reading failed: {err.str()}"
+            t.done, t.error = True, f"{READ_FAILED}{err.name()}: {err.str()}"
             closed += 1
     return closed
 

@@ -38,6 +38,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ledger.errors import first_line
 from pipelines.replicate import plan
 from pipelines.replicate.copy_task import CopyRange, RangeResult, copy_group, copy_ranges
 
@@ -137,6 +138,10 @@ class LocalCopies:
                     results.extend(future.result())
                 except BrokenProcessPool:
                     lost.append(group)
+                except Exception as exc:  # the task raised (it returns its errors normally)
+                    results.extend(RangeResult(r, None, r.start, 0, 0,
+                                               f"copy task failed: {first_line(exc)}")
+                                   for r in group)
             if not lost:
                 return results
             self._replace_pool()

@@ -5,12 +5,18 @@ Invariants:
       full-match regexes, denylist wins) **and** the policy allows copying it to the target
       (``ReplicationPolicy.replicable``): internal topics and topics that came from the target
       (``P.Payments`` on B for the flow ``B->P``) are never selected, whatever the allowlist says.
+    * A topic is never taken as removed without proof. Under an authorizer the source's
+      metadata shows only the topics the principal may describe, so a topic the flow names
+      literally, or whose replica exists on the target (it was replicated: regex allowlists
+      too), and that the metadata does not show, is described by name
+      (``kafka_admin.describe_topics``): only "does not exist" makes it removed (a warning; its
+      replica stays); "not authorized" (or any other failure) makes it a topic that is not
+      replicated, with the ACL to add (:attr:`TopicPlan.error`), in every pass and in
+      ``status``.
     * An allowlist entry that is a plain topic name (letters, digits, ``.``, ``_``, ``-``)
-      matching no source topic is an error: a typo must not silently replicate nothing. If
-      its replica exists on the target, the topic was replicated and then removed from the
-      source: a warning, and the flow goes on without it.
-    * A missing literally-named topic (with no replica) refuses the whole flow before any
-      topic is created or altered. Everything else is per topic: a topic whose replica cannot
+      that does not exist and was never replicated is an error: a typo must not silently
+      replicate nothing. It refuses the whole flow before any topic is created or altered.
+      Everything else is per topic: a topic whose replica cannot
       be created, grown or configured (authorization, an invalid name, ...) is reported in
       :attr:`TopicSyncReport.errors` and left out of the pass, and every other topic goes on.
     * A replica has at least its source's partition count: a replica with fewer partitions is
@@ -32,7 +38,7 @@ from dataclasses import dataclass, field
 from ledger.config import ClusterConfig, Config, FlowConfig
 from ledger.errors import OffsetLedgerError, first_line
 from ledger.policy import ReplicationPolicy
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_errors
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,8 @@ class TopicPlan:
     partitions: int
     replica_exists: bool = False
     replica_partitions: int | None = None
+    # Why the topic cannot be read (e.g. a missing ACL): it is not replicated in this pass.
+    error: str | None = None
 
 
 @dataclass
@@ -81,31 +89,83 @@ def missing_literal_topics(flow: FlowConfig, source_topics: Sequence[str]) -> li
             and not any(re.fullmatch(p, t) for t in source_topics)]
 
 
-def plan_topics(config: Config, flow: FlowConfig) -> list[TopicPlan]:
-    """Select the flow's topics and check their replicas; raise before anything is changed."""
-    source = config.cluster(flow.source)
-    target = config.cluster(flow.target)
-    source_topics = kafka_admin.list_topics(source)
+def unseen_topics(flow: FlowConfig, policy: ReplicationPolicy, source_topics: Sequence[str],
+                  target_topics: Sequence[str]) -> list[str]:
+    """Topics the flow names literally, or replicated (their replica is on the target), that
+    the source's metadata does not show: each is described by name before anything is
+    concluded (:func:`look_up_unseen`)."""
+    seen = set(source_topics)
+    out = set(missing_literal_topics(flow, list(source_topics)))
+    if not policy.prefixless:  # a prefixless replica cannot be told from an original
+        for replica in target_topics:
+            topic = policy.upstream_topic(replica)
+            if topic is not None and policy.topic_source(replica) == flow.source \
+                    and topic not in seen and flow.topic_allowed(topic) \
+                    and policy.replicable(topic, flow.target):
+                out.add(topic)
+    return sorted(out)
+
+
+@dataclass(frozen=True)
+class UnseenTopics:
+    """What describing the unseen topics by name found."""
+
+    visible: dict[str, int]     # described after all: partition counts
+    removed: list[str]          # do not exist, and have a replica: replicated, then removed
+    unknown: list[str]          # do not exist, never replicated: a literal name's typo
+    unreadable: dict[str, str]  # cannot be described (not authorized...): why, with the fix
+
+
+def look_up_unseen(config: Config, flow: FlowConfig, source_topics: Mapping[str, int],
+                   target_topics: Mapping[str, int]) -> UnseenTopics:
+    """Describe by name the topics of :func:`unseen_topics`: only a topic that does not
+    exist counts as removed; a topic the principal may not describe is unreadable."""
     policy = ReplicationPolicy.from_config(config)
-    target_topics = kafka_admin.list_topics(target)
-    missing = missing_literal_topics(flow, list(source_topics))
-    # A named topic whose replica exists was replicated and then removed from the source: it
-    # is no longer replicated (its replica stays). One never seen is a mistake in the name.
-    removed = [t for t in missing if policy.remote_topic(flow.source, t) in target_topics]
-    for topic in removed:
-        log.warning("flow %s: topic %s named in the allowlist was removed from %s; its "
+    unseen = unseen_topics(flow, policy, list(source_topics), list(target_topics))
+    found = UnseenTopics({}, [], [], {})
+    # Replication needs READ (which implies the DESCRIBE this look-up needs): name READ.
+    described = kafka_admin.describe_topics(config.cluster(flow.source), unseen, "READ")
+    for topic, result in described.items():
+        if isinstance(result, int):
+            found.visible[topic] = result
+        elif result.kind == kafka_errors.UNKNOWN_TOPIC:
+            replica = policy.remote_topic(flow.source, topic)
+            (found.removed if replica in target_topics else found.unknown).append(topic)
+        else:
+            found.unreadable[topic] = str(result)
+    return found
+
+
+def plan_topics(config: Config, flow: FlowConfig) -> list[TopicPlan]:
+    """Select the flow's topics and check their replicas; raise before anything is changed.
+
+    Topics that cannot be read come back with :attr:`TopicPlan.error` set (not replicated).
+    """
+    source_topics = kafka_admin.list_topics(config.cluster(flow.source))
+    policy = ReplicationPolicy.from_config(config)
+    target_topics = kafka_admin.list_topics(config.cluster(flow.target))
+    unseen = look_up_unseen(config, flow, source_topics, target_topics)
+    source_topics = {**source_topics, **unseen.visible}
+    # A topic whose replica exists was replicated and then removed from the source (proven:
+    # the source says it does not exist): no longer replicated, its replica stays. A literal
+    # name never seen is a mistake in the name.
+    for topic in unseen.removed:
+        log.warning("flow %s: topic %s was removed from %s (it does not exist there); its "
                     "replica %s stays", flow.name, topic, flow.source,
                     policy.remote_topic(flow.source, topic))
-    unknown = [t for t in missing if t not in removed]
-    if unknown:
+    if unseen.unknown:
         raise MissingSourceTopicError(
-            f"flow {flow.name}: topic(s) {', '.join(unknown)} named in the allowlist do not "
-            f"exist on the source cluster {flow.source}")
+            f"flow {flow.name}: topic(s) {', '.join(unseen.unknown)} named in the allowlist do "
+            f"not exist on the source cluster {flow.source}")
     plans = []
     for topic in select_topics(flow, policy, list(source_topics)):
         replica = policy.remote_topic(flow.source, topic)
         plans.append(TopicPlan(topic, replica, source_topics[topic], replica in target_topics,
                                target_topics.get(replica)))
+    for topic, why in sorted(unseen.unreadable.items()):
+        replica = policy.remote_topic(flow.source, topic)
+        plans.append(TopicPlan(topic, replica, 0, replica in target_topics,
+                               target_topics.get(replica), error=f"{topic}: {why}"))
     for p in plans:
         if p.replica_exists and (p.replica_partitions or 0) > p.partitions:
             log.warning("replica topic %s has %s partitions, more than the %s of %s; records "
@@ -136,7 +196,8 @@ def topic_configs(cluster: ClusterConfig, topic: str) -> dict[str, str]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     client = kafka_admin.admin(cluster)  # must outlive the future
     futures = client.describe_configs([resource])
-    entries = kafka_admin._wait(cluster, f"describing {topic}", futures[resource])
+    entries = kafka_admin._wait(cluster, f"describing {topic}", futures[resource], client,
+                                "DESCRIBE_CONFIGS", f"topic {topic}")
     return {name: e.value for name, e in entries.items()
             if e.value is not None and e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
@@ -148,7 +209,8 @@ def grow_partitions(cluster: ClusterConfig, topic: str, partitions: int) -> None
     client = kafka_admin.admin(cluster)  # must outlive the future
     futures = client.create_partitions(
         [NewPartitions(topic, partitions)], operation_timeout=kafka_admin.TIMEOUT_S)
-    kafka_admin._wait(cluster, f"adding partitions to {topic}", futures[topic])
+    kafka_admin._wait(cluster, f"adding partitions to {topic}", futures[topic], client,
+                      "ALTER", f"topic {topic}")
 
 
 def ensure_replicas(config: Config, flow: FlowConfig,
@@ -159,6 +221,11 @@ def ensure_replicas(config: Config, flow: FlowConfig,
     exclude = config.config_properties_exclude
     report = TopicSyncReport()
     for plan in plans:
+        if plan.error is not None:
+            report.errors[plan.topic] = plan.error
+            log.error("flow %s: topic %s is not replicated: %s", flow.name, plan.topic,
+                      plan.error)
+            continue
         try:
             _ensure_replica(config, source, target, plan, exclude, report)
         except Exception as exc:  # per topic: KafkaAdminError, or a client error

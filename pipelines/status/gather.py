@@ -34,7 +34,7 @@ from pipelines.checkpoint import history
 from pipelines.checkpoint.mapping import FORWARD, map_topic
 from pipelines.mm2 import formats
 from pipelines.replicate.state import read_flow_state
-from pipelines.replicate.topics import select_topics
+from pipelines.replicate.topics import look_up_unseen, select_topics
 from pipelines.status.readiness import (
     Checkpoint,
     Commit,
@@ -136,6 +136,17 @@ class Gatherer:
             return status
         source = self.config.cluster(flow.source)
         topics = self._topics[flow.source]
+        # A selected or replicated topic the source's metadata does not show is looked up by
+        # name: one that cannot be read keeps the flow from being called caught up.
+        unreadable: dict[str, str] = {}
+        if self.cluster_error(flow.target) is None:
+            try:
+                unseen = look_up_unseen(self.config, flow, topics, self._topics[flow.target])
+            except OffsetLedgerError as exc:
+                status.error = str(exc)
+                return status
+            topics = {**topics, **unseen.visible}
+            unreadable = unseen.unreadable
         selected = select_topics(flow, self.policy, list(topics))
         tps = [(t, p) for t in selected for p in range(topics[t])]
         try:
@@ -175,6 +186,9 @@ class Gatherer:
                 if (p.topic, p.partition) in left:
                     p.committed_left = left[(p.topic, p.partition)]
         target_error = self.cluster_error(flow.target)
+        if unreadable:
+            status.error = "; ".join(f"topic {t} is not replicated: {why}"
+                                     for t, why in sorted(unreadable.items()))
         if target_error is not None:
             status.error = target_error
         elif not self.config.prefixless:
