@@ -41,17 +41,22 @@ import time
 import uuid
 from pathlib import Path
 
-import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ledger.config import ClusterConfig, Config, config_from_mapping, load_config
+from bench.common import (
+    RESULTS_DIR,
+    ROOT,
+    cpu_seconds,
+    embedded_config,
+    flow_config,
+    init_ledger,
+    mm2_command,
+    offset_ledger_bin,
+    state_env,
+    tree,
+)
+from ledger.config import ClusterConfig, Config, load_config
 from pipelines import kafka_admin
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-MM2_DIR = Path(os.environ.get("OFFSET_LEDGER_MM2_PEER", ROOT.parent / "shared/peers/mm2"))
-MM2_JARS = Path(os.environ.get("OFFSET_LEDGER_JARS_DIR", ROOT / "jars")) / "mm2"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def fill(cluster: ClusterConfig, topic: str, records: int, partitions: int, size: int) -> None:
@@ -104,27 +109,6 @@ def plain_loop(source: ClusterConfig, target: ClusterConfig, topic: str, replica
 # --- measuring a process tree ------------------------------------------------------------------
 
 
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        kids.setdefault(int(fields[1]), []).append(int(entry.name))
-    return kids
-
-
-def _cpu(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-
-
 class Watch:
     """Samples a process tree's CPU and a replica's record count until told to stop."""
 
@@ -147,18 +131,10 @@ class Watch:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _tree(self) -> list[int]:
-        kids, out, todo = _children(), [], [self.pid]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            todo.extend(kids.get(pid, []))
-        return out
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            for pid in self._tree():
-                value = _cpu(pid)
+            for pid in tree(self.pid):
+                value = cpu_seconds(pid)
                 if value is not None:
                     self.cpu[pid] = value
             if self.done is None:
@@ -214,14 +190,11 @@ def run_plain(cfg_path: str, base: Config, topic: str, args: argparse.Namespace)
 def _replicate_command(cfg_path: str, topic: str, workdir: Path, args: argparse.Namespace,
                        *options: str) -> tuple[list[str], dict[str, str]]:
     """``offset-ledger replicate`` of flow P->B for ``topic`` alone, and its environment."""
-    raw = yaml.safe_load(Path(cfg_path).read_text())
-    raw["flows"] = {"P->B": {"topics": [topic]}}
-    raw["ledger"] = {"location": str(_ledger_location(workdir, topic, args))}
-    cfg = workdir / f"ol-{topic}.yaml"
-    cfg.write_text(yaml.safe_dump(raw))
-    command = [str(Path(sys.executable).with_name("offset-ledger")), "replicate", "--flow",
-               "P->B", *options, "--executor", args.executor, "--config", str(cfg)]
-    return command, {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
+    cfg = flow_config(cfg_path, [topic], _ledger_location(workdir, topic, args),
+                      workdir / f"ol-{topic}.yaml")
+    command = [offset_ledger_bin(), "replicate", "--flow", "P->B", *options, "--executor",
+               args.executor, "--config", str(cfg)]
+    return command, state_env(workdir)
 
 
 def run_offset_ledger(cfg_path: str, base: Config, topic: str, workdir: Path,
@@ -279,28 +252,10 @@ def _ledger_location(workdir: Path, topic: str, args: argparse.Namespace) -> Pat
     return workdir / (f"ledger-{topic}" if args.fresh_ledger else "ledger")
 
 
-def init_ledger(cfg_path: str, workdir: Path) -> None:
-    """The shared ledger, created before the first round as a deployment creates it once."""
-    raw = yaml.safe_load(Path(cfg_path).read_text())
-    raw["ledger"] = {"location": str(workdir / "ledger")}
-    cfg = workdir / "ol-init.yaml"
-    cfg.write_text(yaml.safe_dump(raw))
-    subprocess.run([str(Path(sys.executable).with_name("offset-ledger")), "ledger", "init",
-                    "--config", str(cfg)], cwd=workdir, check=True, capture_output=True,
-                   env={**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")})
-
-
 def run_mm2(base: Config, topic: str, workdir: Path, args: argparse.Namespace) -> dict:
-    if not MM2_JARS.is_dir():
-        raise SystemExit(f"MirrorMaker 2 jars missing in {MM2_JARS}: mvn -q -B -s "
-                         f"jvm/settings.xml -f {MM2_DIR}/pom.xml dependency:copy-dependencies "
-                         f"-DoutputDirectory={MM2_JARS}")
-    env = {**os.environ, "MM2_P": base.cluster("P").bootstrap_servers,
-           "MM2_B": base.cluster("B").bootstrap_servers, "MM2_TOPICS": topic,
-           "MM2_TASKS_MAX": "2", "MM2_RUN_ID": uuid.uuid4().hex[:8],
-           "MM2_EXTRA_PROPS": str(MM2_DIR / "mm2-tuned.properties")}
-    proc = subprocess.Popen(["bash", str(MM2_DIR / "mm2.sh"), str(MM2_JARS),
-                             str(workdir / f"mm2-{topic}")], env=env)
+    command, env = mm2_command(base.cluster("P"), base.cluster("B"), topic,
+                               workdir / f"mm2-{topic}", tasks=2, tuned=True)
+    proc = subprocess.Popen(command, env=env)
     watch = Watch(proc.pid, base.cluster("B"), f"P.{topic}", args.partitions, args.records)
     try:
         watch.wait_done(600)
@@ -331,19 +286,6 @@ def one_round(cfg_path: str, base: Config, workdir: Path, args: argparse.Namespa
     return out
 
 
-def _embedded_config(workdir: Path) -> Config:
-    from pipelines.clusters import free_port
-
-    raw = {
-        "clusters": {a: {"bootstrap.servers": f"127.0.0.1:{free_port()}"} for a in ("P", "B")},
-        "flows": {"P->B": True},
-        "embedded": {"data.dir": str(workdir / "clusters")},
-    }
-    path = workdir / "offset-ledger.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return config_from_mapping(raw, path=str(path))
-
-
 def run(args: argparse.Namespace) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="bench-replication-"))
     clusters = None
@@ -352,7 +294,7 @@ def run(args: argparse.Namespace) -> dict:
     else:
         from pipelines.clusters import EmbeddedClusters
 
-        base = _embedded_config(workdir)
+        base = embedded_config(workdir)
         cfg_path = str(base.path)
         clusters = EmbeddedClusters(base)
         clusters.up()

@@ -1,0 +1,212 @@
+"""What the side-by-side benchmarks share: embedded clusters, the systems' launch commands,
+measuring process trees, and stopping everything a benchmark started.
+
+Used by ``bench.replication`` (throughput) and ``bench.latency`` (latency, CPU, memory).
+
+Invariants:
+    * Brokers are started only through the project's own ``EmbeddedClusters``, MirrorMaker 2
+      only through the peer's ``mm2.sh`` (``../shared/peers/mm2``), offset-ledger only through
+      its console script: each benchmark measures what a user runs.
+    * A process tree's CPU counts its exited members too: ``tree_usage`` adds each live
+      process's reaped children (``cutime + cstime``), so a worker that exits between two
+      samples is still counted, once, in its parent.
+    * :class:`Processes` starts each command in its own session (process group) and
+      ``stop_all`` ends every group it started, first with SIGTERM to the leader (the systems'
+      own clean stop), then with SIGKILL to the whole group: nothing outlives the benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from ledger.config import ClusterConfig, Config, config_from_mapping
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def _main_checkout() -> Path:
+    """The main checkout of this repository (``ROOT`` itself unless ROOT is a git worktree)."""
+    try:
+        common = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-common-dir"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ROOT
+    return (ROOT / common).resolve().parent if common else ROOT
+
+
+MM2_DIR = Path(os.environ.get("OFFSET_LEDGER_MM2_PEER",
+                              _main_checkout().parent / "shared/peers/mm2"))
+MM2_JARS = Path(os.environ.get("OFFSET_LEDGER_JARS_DIR", ROOT / "jars")) / "mm2"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# --- process trees -----------------------------------------------------------------------------
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def children() -> dict[int, list[int]]:
+    """``{parent pid: [child pids]}`` of every process now."""
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            kids.setdefault(int(fields[1]), []).append(int(entry.name))
+    return kids
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and all its live descendants."""
+    kids, out, todo = children(), [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def cpu_seconds(pid: int, reaped: bool = False) -> float | None:
+    """utime + stime of ``pid`` (``reaped``: plus its waited-for children's), None if gone."""
+    fields = _stat(pid)
+    if fields is None:
+        return None
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped:
+        ticks += int(fields[13]) + int(fields[14])  # cutime + cstime
+    return ticks / CLK_TCK
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def tree_usage(pid: int) -> tuple[float, int]:
+    """(CPU seconds, RSS bytes) of ``pid``'s tree: its live processes and every child they
+    reaped (an exited worker's CPU stays in its parent's ``cutime``)."""
+    cpu, rss = 0.0, 0
+    for p in tree(pid):
+        cpu += cpu_seconds(p, reaped=True) or 0.0
+        rss += rss_bytes(p)
+    return cpu, rss
+
+
+class Processes:
+    """Every process a benchmark starts, each in its own process group, stopped for sure."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, command: Sequence[str], **kwargs) -> subprocess.Popen:
+        proc = subprocess.Popen(list(command), start_new_session=True, **kwargs)
+        self.started.append(proc)
+        return proc
+
+    @staticmethod
+    def stop(proc: subprocess.Popen, timeout: float = 60.0) -> int:
+        """SIGTERM to the leader (its own clean stop), then SIGKILL to its whole group."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                print(f"  pid {proc.pid} still running {timeout:g} s after SIGTERM: SIGKILL",
+                      file=sys.stderr)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # leftovers of the group (workers, JVM children)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return proc.wait(30)
+
+    def stop_all(self, timeout: float = 20.0) -> None:
+        for proc in reversed(self.started):
+            self.stop(proc, timeout)
+        self.started.clear()
+
+
+# --- clusters and the systems' commands --------------------------------------------------------
+
+
+def embedded_config(workdir: Path) -> Config:
+    """A config for a fresh pair of embedded clusters P and B with data under ``workdir``."""
+    from pipelines.clusters import free_port
+
+    raw = {
+        "clusters": {a: {"bootstrap.servers": f"127.0.0.1:{free_port()}"} for a in ("P", "B")},
+        "flows": {"P->B": True},
+        "embedded": {"data.dir": str(workdir / "clusters")},
+    }
+    path = workdir / "offset-ledger.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return config_from_mapping(raw, path=str(path))
+
+
+def offset_ledger_bin() -> str:
+    return str(Path(sys.executable).with_name("offset-ledger"))
+
+
+def state_env(workdir: Path) -> dict[str, str]:
+    return {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
+
+
+def flow_config(cfg_path: str, topics: Sequence[str], ledger: Path, out: Path,
+                **flow_keys: object) -> Path:
+    """``cfg_path`` with flow P->B limited to ``topics`` (regexes), the ledger at ``ledger``."""
+    raw = yaml.safe_load(Path(cfg_path).read_text())
+    raw["flows"] = {"P->B": {"topics": list(topics), **flow_keys}}
+    raw["ledger"] = {"location": str(ledger)}
+    out.write_text(yaml.safe_dump(raw))
+    return out
+
+
+def init_ledger(cfg_path: str, workdir: Path, ledger: Path | None = None) -> Path:
+    """The ledger, created before the first run as a deployment creates it once."""
+    ledger = ledger or workdir / "ledger"
+    raw = yaml.safe_load(Path(cfg_path).read_text())
+    raw["ledger"] = {"location": str(ledger)}
+    cfg = workdir / "ol-init.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    subprocess.run([offset_ledger_bin(), "ledger", "init", "--config", str(cfg)], cwd=workdir,
+                   check=True, capture_output=True, env=state_env(workdir))
+    return ledger
+
+
+def require_mm2_jars() -> None:
+    if not MM2_JARS.is_dir():
+        raise SystemExit(f"MirrorMaker 2 jars missing in {MM2_JARS}: mvn -q -B -s "
+                         f"jvm/settings.xml -f {MM2_DIR}/pom.xml dependency:copy-dependencies "
+                         f"-DoutputDirectory={MM2_JARS}")
+
+
+def mm2_command(source: ClusterConfig, target: ClusterConfig, topics: str, workdir: Path,
+                tasks: int, tuned: bool) -> tuple[list[str], dict[str, str]]:
+    """The peer's ``mm2.sh`` for flow P->B of ``topics`` (an MM2 regex list), its environment.
+
+    Fresh Connect internal topics per call (``MM2_RUN_ID``); ``tuned`` appends the peer's
+    ``mm2-tuned.properties`` (producer batching and idempotence).
+    """
+    require_mm2_jars()
+    env = {**os.environ, "MM2_P": source.bootstrap_servers, "MM2_B": target.bootstrap_servers,
+           "MM2_TOPICS": topics, "MM2_TASKS_MAX": str(tasks),
+           "MM2_RUN_ID": uuid.uuid4().hex[:8]}
+    if tuned:
+        env["MM2_EXTRA_PROPS"] = str(MM2_DIR / "mm2-tuned.properties")
+    else:
+        env.pop("MM2_EXTRA_PROPS", None)
+    return ["bash", str(MM2_DIR / "mm2.sh"), str(MM2_JARS), str(workdir)], env
