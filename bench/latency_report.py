@@ -50,12 +50,20 @@ def line(r: dict) -> str:
     return text
 
 
+def _not_run(r: dict, head: str, columns: int) -> str | None:
+    """The row of a case that was skipped or failed (its reason in the first cell), else None."""
+    if "skipped" in r:
+        return head + f" skipped: {r['skipped']} |" + " |" * (columns - 1)
+    if "error" in r:
+        first = r["error"].splitlines()[0][:120] if r["error"] else "?"
+        return head + f" **FAILED**: {first} |" + " |" * (columns - 1)
+    return None
+
+
 def _case_row(r: dict) -> str:
     head = f"| {r['round']} | {r['rate']:,.0f} | {LABELS[r['system']]} |"
-    if "skipped" in r:
-        return head + f" skipped: {r['skipped']} |" + " |" * 9
-    if "error" in r:
-        return head + f" **FAILED**: {r['error'].splitlines()[0][:120]} |" + " |" * 9
+    if (row := _not_run(r, head, 10)) is not None:
+        return row
     lat, lag, rl = r["latency_ms"], r.get("ledger_lag_ms"), r["lag_records"]
     ledger = (f"{_s(lag['p50'])} / {_s(lag['p99'])} / {_s(lag['max'])}"
               + (f" ({r['unrecorded']:,} unrecorded)" if r.get("unrecorded") else "")
@@ -117,10 +125,8 @@ def targets(result: dict) -> list[str]:
 
 def _scale_row(r: dict) -> str:
     head = f"| {LABELS[r['system']]} |"
-    if "skipped" in r:
-        return head + f" skipped: {r['skipped']} |" + " |" * 7
-    if "error" in r:
-        return head + f" **FAILED**: {r['error'].splitlines()[0][:120]} |" + " |" * 7
+    if (row := _not_run(r, head, 9)) is not None:
+        return row
     per_hour = r.get("ledger_per_hour")
     rows = (f"{sum(v['rows'] for v in per_hour.values()):,} "
             f"({per_hour.get('offset_syncs', {}).get('rows', 0):,} offset_syncs)"
