@@ -108,6 +108,8 @@ class FlowConfig:
     # Where an existing MirrorMaker 2 deployment keeps this flow's offset-syncs topic
     # (MM2's offset-syncs.topic.location): 'source' (default) or 'target'.
     offset_syncs_topic_location: str = "source"
+    # The flow's own exactly.once.enabled; None: the top-level setting.
+    exactly_once_enabled: bool | None = None
 
     @property
     def name(self) -> str:
@@ -155,6 +157,8 @@ class Config:
     sync_group_offsets_enabled: bool = False
     sync_group_offsets_interval_seconds: int = 60
     emit_mm2_checkpoints: bool = False  # also write checkpoints in MM2's format (pipelines.mm2)
+    # Streaming replication with a transactional producer (pipelines.replicate.stream_task).
+    exactly_once_enabled: bool = False
     replication_factor: int = -1
     embedded_data_dir: str = ".state/clusters"
     # Regexes (full match) of topic configs never copied to replicas (MM2's property name).
@@ -184,6 +188,12 @@ class Config:
                 return flow
         raise ConfigError(f"flow {source}->{target} is not configured "
                           f"(flows: {', '.join(f.name for f in self.flows) or 'none'})")
+
+    def exactly_once(self, flow: FlowConfig) -> bool:
+        """Whether ``flow`` replicates exactly once (its own setting, else the top level's)."""
+        if flow.exactly_once_enabled is not None:
+            return flow.exactly_once_enabled
+        return self.exactly_once_enabled
 
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         return tuple(f for f in self.flows if f.enabled)
@@ -275,6 +285,7 @@ _TOP_LEVEL = {
     "sync.group.offsets.interval.seconds": ("sync_group_offsets_interval_seconds", _nonneg_int),
     "embedded.data.dir": ("embedded_data_dir", str),
     "emit.mm2.checkpoints.enabled": ("emit_mm2_checkpoints", _bool),
+    "exactly.once.enabled": ("exactly_once_enabled", _bool),
     "config.properties.exclude": (
         "config_properties_exclude",
         lambda v: _patterns("config.properties.exclude",
@@ -289,6 +300,7 @@ _FLOW_KEYS = {
     "groups.exclude": ("groups_exclude", None),
     "reverse.checkpointed.topics": ("reverse_checkpointed_topics", None),
     "offset-syncs.topic.location": ("offset_syncs_topic_location", _location),
+    "exactly.once.enabled": ("exactly_once_enabled", _bool),
 }
 
 

@@ -65,8 +65,14 @@ from pipelines.cli import add_flow_arguments, job_main
 from pipelines.replicate import executors, plan
 from pipelines.replicate.recorder import ReplicationError
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
+from pipelines.replicate.streaming import (
+    DEFAULT_COMMIT_INTERVAL_S,
+    LeaseError,
+    Observer,
+    StreamingReplicator,
+)
 
-__all__ = ["FlowReplicator", "ReplicationError", "ReplicationResult", "main",
+__all__ = ["FlowReplicator", "LeaseError", "ReplicationError", "ReplicationResult", "main",
            "replicate_continuously", "replicate_once"]
 
 log = logging.getLogger(__name__)
@@ -74,6 +80,7 @@ log = logging.getLogger(__name__)
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_REFRESH_S = 300.0
 DEFAULT_UNTIL_TIMEOUT_S = 120.0
+MODES = ("stream", "batch")
 TP = plan.TP
 
 
@@ -147,14 +154,37 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
                            refresh_s: float = DEFAULT_REFRESH_S,
                            max_records_per_batch: int | None = None,
                            stop: threading.Event | None = None,
-                           executor: str = "auto") -> ReplicationResult:
+                           executor: str = "auto", mode: str = "stream",
+                           commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
+                           exactly_once: bool | None = None,
+                           on_commit: Observer | None = None) -> ReplicationResult:
     """Run the flow until stopped (``stop`` set, or the process ends).
 
-    Every ``refresh_s`` the configuration file is read again (allowlists), topics are
-    re-selected and replicas created, grown and configured; between refreshes a batch runs
-    every ``interval_s``, or at once while the previous batch was cut by its bounds.
+    ``mode="stream"`` (default): long-running copy tasks copy records as they arrive and the
+    driver records their runs every ``commit_interval_s`` (``streaming``); ``interval_s`` is
+    the period of heartbeats and housekeeping; ``exactly_once`` (None: the configuration's
+    ``exactly.once.enabled``) makes the copy transactional; ``on_commit`` is called after each
+    Delta commit with a :class:`~pipelines.replicate.channel.RecordedCommit`.
+
+    ``mode="batch"``: the loop of bounded batches, one every ``interval_s`` when caught up
+    (or at once while the previous batch was cut by its bounds).
+
+    In both, every ``refresh_s`` the configuration file is read again (allowlists), topics are
+    re-selected and replicas created, grown and configured.
     """
     stop = stop or threading.Event()
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode == "stream":
+        streamer = StreamingReplicator(spark, config, flow_name,
+                                       commit_interval_s=commit_interval_s,
+                                       exactly_once=exactly_once, executor=executor,
+                                       observers=[on_commit] if on_commit else None)
+        try:
+            streamer.run(stop, interval_s=interval_s, refresh_s=refresh_s, reload=_reload)
+        finally:
+            streamer.close()
+        return streamer.result
     replicator = FlowReplicator(spark, config, flow_name,
                                 max_records_per_batch=max_records_per_batch, executor=executor)
     next_refresh = 0.0
@@ -196,14 +226,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flow_arguments(parser, "the flow to replicate")
     parser.add_argument("--once", action="store_true",
                         help="replicate up to the end offsets measured at start, then stop")
+    parser.add_argument("--mode", choices=MODES, default="stream",
+                        help="without --once: stream (default: long-running copy tasks, runs "
+                             "recorded every --commit-interval) or batch (a loop of bounded "
+                             "batches, one every --interval)")
+    parser.add_argument("--commit-interval", type=float, default=DEFAULT_COMMIT_INTERVAL_S,
+                        help="stream mode: seconds between Delta commits of the delivered runs "
+                             f"(default {DEFAULT_COMMIT_INTERVAL_S:g})")
+    parser.add_argument("--exactly-once", action="store_true", default=None,
+                        help="stream mode: copy with a transactional producer (records and "
+                             "their runs committed together; replica consumers read with "
+                             "isolation.level=read_committed); default: the configuration's "
+                             "exactly.once.enabled")
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
-                        help=f"seconds between batches when caught up "
-                             f"(default {DEFAULT_INTERVAL_S:g})")
+                        help="stream mode: seconds between heartbeats and housekeeping (sources "
+                             "behind, ended tasks); batch mode: seconds between batches when "
+                             f"caught up (default {DEFAULT_INTERVAL_S:g})")
     parser.add_argument("--refresh-interval", type=float, default=DEFAULT_REFRESH_S,
                         help="seconds between re-reading the configuration, topic re-selection, "
                              f"replica growth and config sync (default {DEFAULT_REFRESH_S:g})")
     parser.add_argument("--max-records-per-batch", type=int, default=None,
-                        help="cap on records per batch, shared by the partitions (default: "
+                        help="--once and batch mode: cap on records per batch, shared by the "
+                             "partitions (default: "
                              f"{plan.DEFAULT_MAX_RECORDS_PER_PARTITION:,} per partition)")
     parser.add_argument("--executor", choices=executors.EXECUTORS, default="auto",
                         help="where copy tasks run: spark (Spark tasks), local (worker "
@@ -229,16 +273,21 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
         return 1 if result.errors else 0
     stop = threading.Event()
-    restore = _stop_on_signals(stop)
+    restore = _stop_on_signals(stop, "the copy tasks flush and their runs are recorded"
+                               if args.mode == "stream" else "after the current batch")
     started = time.perf_counter()
     try:
         result = replicate_continuously(None, config, args.flow, interval_s=args.interval,
                                         refresh_s=args.refresh_interval,
                                         max_records_per_batch=args.max_records_per_batch,
-                                        stop=stop, executor=args.executor)
+                                        stop=stop, executor=args.executor, mode=args.mode,
+                                        commit_interval_s=args.commit_interval,
+                                        exactly_once=args.exactly_once)
     finally:
         restore()
     wall = time.perf_counter() - started
+    for topic, message in sorted(result.errors.items()):
+        print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
     print(f"flow {result.flow}: stopped after {result.batches} batch(es), "
           f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
           f"in {wall:.1f}s (copy {result.copy_seconds:.1f}s, ledger "
@@ -252,13 +301,13 @@ def _share(part: float, whole: float) -> str:
     return f"{part / whole:.1%}" if whole > 0 else "-"
 
 
-def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
-    """SIGTERM/SIGINT end a continuous run after its current batch is recorded (a second
-    signal stops at once); returns the function restoring the previous handlers."""
+def _stop_on_signals(stop: threading.Event, how: str) -> Callable[[], None]:
+    """SIGTERM/SIGINT end a continuous run after recording what it copied (a second signal
+    stops at once); returns the function restoring the previous handlers."""
     def handle(signum: int, frame: Any) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
-        log.warning("signal %s: stopping after the current batch", signum)
+        log.warning("signal %s: stopping, %s", signum, how)
         stop.set()
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}

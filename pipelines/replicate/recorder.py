@@ -70,6 +70,9 @@ class LedgerRecorder:
         self._tables_verified = False
         self._direct = False
         self._declined = False  # delta-rs could not make a commit: Spark's from then on
+        # A streaming driver holds the flow's lease: a batch number someone else recorded means
+        # another writer, and its runs must not be dropped silently.
+        self.exclusive = False
         self._background = ThreadPoolExecutor(max_workers=1,
                                               thread_name_prefix="offset-ledger-progress")
         self._opening: Future[Ledger] | None = None
@@ -134,6 +137,9 @@ class LedgerRecorder:
             outcome = commits.append_with_txn(self.location, OFFSET_SYNCS,
                                               [dict(zip(names, r, strict=True)) for r in rows],
                                               app_id=self.app_id, version=batch)
+            if outcome is commits.ALREADY_RECORDED and self.exclusive:
+                raise ReplicationError(f"batch {batch} of flow {self.flow} was recorded by "
+                                       f"another writer: is another replicate job running?")
             if outcome is not commits.UNAVAILABLE:
                 return
             self._direct, self._declined = False, True

@@ -31,8 +31,10 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from time import time as _now
 from typing import Any
 
+from ledger.translation import Run
 from ledger.writer import PartitionSummary, RunBuilder
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
@@ -59,27 +61,44 @@ def producer_config(target_properties: Mapping[str, str]) -> dict[str, Any]:
 class PartitionDeliveries:
     """One replica partition's produced upstream offsets and reported downstream offsets."""
 
-    __slots__ = ("_builder", "_folded", "delivered", "failures", "newest_timestamp_ms",
-                 "on_delivery", "partition", "replica", "topic", "upstream")
+    __slots__ = ("_builder", "_folded", "delivered", "failure_codes", "failures", "latency",
+                 "newest_timestamp_ms", "on_delivery", "partition", "replica", "topic",
+                 "upstream")
 
-    def __init__(self, topic: str, replica: str, partition: int) -> None:
+    def __init__(self, topic: str, replica: str, partition: int, *,
+                 latency: bool = False) -> None:
         self.topic, self.replica, self.partition = topic, replica, partition
         self.upstream: list[int] = []      # produce order
         self.delivered: list[int] = []     # downstream offsets, report order
         self.failures: list[str] = []
+        self.failure_codes: list[str] = []  # librdkafka error names, for classification
+        # [max, sum] of send (record timestamp) -> delivery report in ms, when ``latency``.
+        self.latency = [0, 0]
         self.newest_timestamp_ms: int | None = None
         self._builder = RunBuilder()  # the runs of the pairs folded so far
         self._folded = 0
         # One callback per partition (not one closure per record).
         append = self.delivered.append
-        failures = self.failures
+        failures, codes, lat = self.failures, self.failure_codes, self.latency
 
         def on_delivery(err: Any, msg: Any) -> None:
             if err is None:
                 append(msg.offset())
             else:
                 failures.append(err.str() if hasattr(err, "str") else str(err))
-        self.on_delivery = on_delivery
+                codes.append(err.name() if hasattr(err, "name") else "")
+
+        def on_delivery_timed(err: Any, msg: Any) -> None:
+            if err is None:
+                append(msg.offset())
+                ms = int(_now() * 1000) - msg.timestamp()[1]
+                lat[1] += ms
+                if ms > lat[0]:
+                    lat[0] = ms
+            else:
+                failures.append(err.str() if hasattr(err, "str") else str(err))
+                codes.append(err.name() if hasattr(err, "name") else "")
+        self.on_delivery = on_delivery_timed if latency else on_delivery
 
     @property
     def records_produced(self) -> int:
@@ -98,6 +117,26 @@ class PartitionDeliveries:
         del self.upstream[:n]
         del self.delivered[:]  # in place: on_delivery appends to this list
         self._folded += n
+
+    def take(self) -> tuple[list[Run], int]:
+        """Fold, then hand over the runs folded so far and start afresh (a streaming report).
+
+        Returns ``(runs, records)``; raises :class:`DeliveryError` if
+        a report failed or the reports are out of order (nothing is handed over then).
+        """
+        label = f"{self.replica}[{self.partition}]"
+        if self.failures:
+            raise DeliveryError(f"{len(self.failures)} delivery failure(s) on {label}; first: "
+                                f"{'; '.join(self.failures[:5])}")
+        self.fold()
+        builder = self._builder
+        if builder.out_of_order:
+            raise DeliveryError(f"delivery reports of {label} are not in produce order "
+                                f"(downstream offsets do not increase): refusing to pair them")
+        if not builder.records:
+            return [], 0
+        self._builder = RunBuilder()
+        return builder.runs(), builder.records
 
     def summary(self) -> PartitionSummary | None:
         """The partition's runs; raises if the reports cannot be paired exactly."""

@@ -1,0 +1,298 @@
+"""The streaming copy task: one long-running librdkafka copy loop for a group of partitions.
+
+A task (a local worker process or a Spark task: ``stream_workers``) assigns its source
+partitions at the offsets the driver gave it (where the recorded runs end), consumes them
+``read_committed`` without a group, and produces every record, as it arrives, to the same
+partition of the replica (idempotent producer, a linger of a few ms). Delivery reports are
+folded into runs (``sink.PartitionDeliveries``, ``ledger.writer.RunBuilder``) and reported to
+the driver through the runs channel (``channel``)::
+
+    at-least-once   consume -> produce -> reports -> every PUBLISH_INTERVAL_S: runs -> channel
+    exactly-once    begin txn; consume -> produce; every TXN_INTERVAL_S: flush, runs -> channel
+                    in the same transaction; commit (records and runs visible together)
+
+Invariants:
+    * A partition's runs are reported only once all their records were acknowledged
+      (at-least-once: the report follows the acknowledgements; exactly-once: the report is in
+      the records' transaction). A report starts where the previous one ended (``start``), so
+      the driver can check that reports chain (``channel.accept``).
+    * A failed delivery, a failed transaction or a fatal producer error ends the task with an
+      error reported on the channel; the partitions' records after the last report are then
+      unrecorded (at-least-once: duplicates once re-copied; exactly-once: aborted, invisible to
+      ``read_committed`` readers). The driver restarts the task from the ledger's position.
+    * A source partition that cannot be read (its topic deleted, not authorised) is reported
+      as a topic-level error; the task goes on with its other partitions.
+    * The task stops when the driver asks on the channel's control partition (flushing and
+      reporting what it copied, committing its open transaction), or when its worker's parent
+      (the driver) is gone.
+    * Exactly-once: ``transactional.id`` is stable per task slot (``transactional_id``), so a
+      restarted task fences its predecessor and aborts its open transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.errors import first_line
+from pipelines.replicate import channel
+from pipelines.replicate.copy_task import _produce_epoch_zero, _produce_when_queue_drains
+from pipelines.replicate.sink import FLUSH_TIMEOUT_S, DeliveryError, PartitionDeliveries
+
+log = logging.getLogger(__name__)
+
+CONSUME_BATCH = 5_000
+PUBLISH_INTERVAL_S = 0.25
+TXN_INTERVAL_S = 0.1
+CONTROL_POLL_S = 0.25
+# librdkafka error names that concern one topic: the topic is refused, the others go on.
+TOPIC_LEVEL = frozenset({
+    "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION", "TOPIC_AUTHORIZATION_FAILED",
+    "MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "POLICY_VIOLATION",
+    "_MSG_TIMED_OUT_TOPIC", "INVALID_TOPIC_EXCEPTION"})
+
+
+def transactional_id(source: str, target: str, slot: int) -> str:
+    """Stable per flow and task slot: a restarted task fences the one it replaces."""
+    return f"offset-ledger-replicate.{source}-{target}.{slot}"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """What a task copies and where it reports (picklable: it travels to a Spark executor)."""
+
+    task: str
+    channel_topic: str
+    control_start: int
+    # (topic, replica topic, partition, first upstream offset to copy)
+    partitions: tuple[tuple[str, str, int, int], ...]
+    consumer_config: Mapping[str, Any]
+    producer_config: Mapping[str, Any]
+    control_config: Mapping[str, Any]  # a consumer of the target cluster (secrets: never log)
+    transactional_id: str | None = None
+
+
+class TaskFailed(RuntimeError):
+    """The task cannot go on (reported on the channel before it is raised)."""
+
+
+class _Part:
+    __slots__ = ("bytes", "d", "newest", "position", "start", "stopped")
+
+    def __init__(self, topic: str, replica: str, partition: int, start: int) -> None:
+        self.d = PartitionDeliveries(topic, replica, partition, latency=True)
+        self.start = self.position = start
+        self.bytes = 0
+        self.newest: int | None = None
+        self.stopped = False  # a topic-level error: nothing more is read or reported
+
+
+def run(spec: StreamSpec) -> None:
+    """Copy until asked to stop; raises :class:`TaskFailed` when the task must be restarted."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    parts = {(t, p): _Part(t, r, p, s) for t, r, p, s in spec.partitions}
+    pconf = dict(spec.producer_config)
+    fatal: list[str] = []
+    pconf["error_cb"] = lambda err: fatal.append(err.str()) if err.fatal() else None
+    if spec.transactional_id:
+        pconf["transactional.id"] = spec.transactional_id
+    producer = Producer(pconf)
+    consumer = Consumer(dict(spec.consumer_config))
+    control = Consumer(dict(spec.control_config))
+    copier = _Copier(spec, parts, producer, consumer, control, fatal)
+    try:
+        if spec.transactional_id:
+            producer.init_transactions(FLUSH_TIMEOUT_S)
+            producer.begin_transaction()
+        control.assign([TopicPartition(spec.channel_topic, channel.CONTROL_PARTITION,
+                                       spec.control_start)])
+        consumer.assign([TopicPartition(t, p, s) for t, _, p, s in spec.partitions])
+        copier.loop()
+    finally:
+        consumer.close()
+        control.close()
+
+
+class _Copier:
+    def __init__(self, spec: StreamSpec, parts: dict[tuple[str, int], _Part], producer: Any,
+                 consumer: Any, control: Any, fatal: list[str]) -> None:
+        self.spec, self.parts, self.producer, self.consumer = spec, parts, producer, consumer
+        self.control, self.fatal = control, fatal
+        self.eos = bool(spec.transactional_id)
+        self.zero: dict[str, Any] = {"config": dict(spec.producer_config)}
+
+    def loop(self) -> None:
+        interval = TXN_INTERVAL_S if self.eos else PUBLISH_INTERVAL_S
+        next_report = time.monotonic() + interval
+        next_control = time.monotonic() + CONTROL_POLL_S
+        while True:
+            now = time.monotonic()
+            if now >= next_control:
+                next_control = now + CONTROL_POLL_S
+                if self._stop_requested():
+                    break
+            msg = self.consumer.poll(min(0.1, max(0.0, next_report - now)))
+            if msg is not None:
+                self._copy([msg, *self.consumer.consume(CONSUME_BATCH - 1, 0)])
+            self.producer.poll(0)
+            if self.fatal:
+                self._fail(None, f"the replica producer failed: {self.fatal[0]}")
+            if time.monotonic() >= next_report:
+                self._report()
+                next_report = time.monotonic() + interval
+        self._report(final=True)
+
+    def _stop_requested(self) -> bool:
+        while (msg := self.control.poll(0)) is not None:
+            if msg.error() is not None:
+                continue
+            try:
+                body = json.loads(msg.value() or b"")
+            except ValueError:
+                continue
+            if isinstance(body, dict) and body.get("kind") == "stop" and (
+                    self.spec.task in body.get("tasks", ()) or "*" in body.get("tasks", ())):
+                return True
+        return False
+
+    def _copy(self, msgs: list[Any]) -> None:
+        from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+
+        produce = self.producer.produce
+        for msg in msgs:
+            if msg.error() is not None:
+                self._read_error(msg)
+                continue
+            o = self.parts.get((msg.topic(), msg.partition()))
+            if o is None or o.stopped:
+                continue
+            d = o.d
+            offset = msg.offset()
+            key, value = msg.key(), msg.value()
+            ts_type, ts = msg.timestamp()
+            d.upstream.append(offset)
+            if ts > 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
+                if o.newest is None or ts > o.newest:
+                    o.newest = ts
+                try:
+                    produce(d.replica, value, key, d.partition, on_delivery=d.on_delivery,
+                            timestamp=ts, headers=msg.headers())
+                except BufferError:
+                    _produce_when_queue_drains(self.producer, d.replica, value, key,
+                                               d.partition, d.on_delivery, ts, msg.headers())
+            elif ts == 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
+                _produce_epoch_zero(self.producer, d, offset, key, value, msg.headers(),
+                                    self.zero)
+            else:
+                _produce_when_queue_drains(self.producer, d.replica, value, key, d.partition,
+                                           d.on_delivery, 0, msg.headers())
+            o.position = offset + 1
+            o.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+
+    def _read_error(self, msg: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        err = msg.error()
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        o = self.parts.get((msg.topic(), msg.partition())) if msg.topic() else None
+        if o is None or err.name() not in TOPIC_LEVEL:
+            # Brokers down, a transport error: librdkafka reconnects and retries by itself.
+            log.warning("task %s: reading: %s", self.spec.task, err.str())
+            return
+        o.stopped = True
+        self.consumer.pause([_tp(o)])
+        self._publish_error(o, f"reading {o.d.topic}[{o.d.partition}] failed: {err.str()}",
+                            topic_level=True)
+
+    def _report(self, final: bool = False) -> None:
+        """Report delivered runs (exactly-once: flush, report and commit the transaction)."""
+        producer = self.producer
+        if self.eos or final:
+            remaining = producer.flush(FLUSH_TIMEOUT_S)
+            if remaining:
+                self._fail(None, f"{remaining} record(s) undelivered after "
+                                 f"{FLUSH_TIMEOUT_S:.0f}s")
+        else:
+            producer.poll(0)
+        now_ms = int(time.time() * 1000)
+        out: list[channel.Delivered] = []
+        for o in self.parts.values():
+            if o.stopped:
+                continue
+            try:
+                runs, records = o.d.take()
+            except DeliveryError as exc:
+                codes = set(o.d.failure_codes)
+                self._report_taken(out)
+                self._fail(o, str(exc), topic_level=bool(codes) and codes <= TOPIC_LEVEL)
+            if not runs:
+                continue
+            lat_max, lat_sum = o.d.latency
+            o.d.latency[:] = [0, 0]
+            out.append(channel.Delivered(
+                o.d.topic, o.d.replica, o.d.partition, o.start, tuple(runs), o.position,
+                records, o.bytes, o.newest, now_ms, lat_max, lat_sum, self.spec.task))
+            o.start = runs[-1].upstream_end
+            o.bytes, o.newest = 0, None
+        self._report_taken(out)
+
+    def _report_taken(self, out: list[channel.Delivered]) -> None:
+        if out:
+            self._send(channel.encode_runs(self.spec.task, out))
+        if self.eos:
+            try:
+                self.producer.commit_transaction(FLUSH_TIMEOUT_S)
+                self.producer.begin_transaction()
+            except Exception as exc:
+                self._fail(None, f"committing a transaction failed: {first_line(exc)}")
+        elif out:
+            self.producer.poll(0)
+
+    def _send(self, value: bytes) -> None:
+        _produce_when_queue_drains(self.producer, self.spec.channel_topic, value,
+                                   self.spec.task.encode(), channel.RUNS_PARTITION, None, 0, None)
+
+    def _publish_error(self, o: _Part | None, message: str, *, topic_level: bool) -> None:
+        topic, partition = (o.d.topic, o.d.partition) if o else ("", -1)
+        value = channel.encode_error(channel.TaskError(self.spec.task, topic, partition,
+                                                       message, topic_level))
+        if self.eos:
+            # Outside the (aborted) transaction a transactional producer cannot write: the
+            # driver sees the task end and restarts it; a topic-level error is still sent.
+            return self._send_plain(value) if topic_level else None
+        self._send(value)
+        self.producer.flush(10)
+
+    def _send_plain(self, value: bytes) -> None:
+        from confluent_kafka import Producer
+
+        conf = {k: v for k, v in self.spec.producer_config.items()
+                if k not in ("transactional.id",)}
+        p = Producer(conf)
+        p.produce(self.spec.channel_topic, value, self.spec.task.encode(),
+                  channel.RUNS_PARTITION)
+        p.flush(10)
+
+    def _fail(self, o: _Part | None, message: str, *, topic_level: bool = False) -> None:
+        if self.eos:
+            try:
+                self.producer.abort_transaction(FLUSH_TIMEOUT_S)
+            except Exception:
+                pass  # fenced or fatal: the next holder of the id aborts it
+        try:
+            self._publish_error(o, message, topic_level=topic_level)
+        except Exception as exc:
+            log.warning("task %s: error not reported: %s", self.spec.task, first_line(exc))
+        raise TaskFailed(message)
+
+
+def _tp(o: _Part) -> Any:
+    from confluent_kafka import TopicPartition
+
+    return TopicPartition(o.d.topic, o.d.partition)

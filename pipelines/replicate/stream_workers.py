@@ -1,0 +1,170 @@
+"""Where streaming copy tasks run: worker processes of the driver, or long-running Spark tasks.
+
+    LocalStreams   one spawned process per task (a plain program whose Spark would be local)
+    SparkStreams   one single-task Spark job per task, in a driver thread (a cluster,
+                   spark-submit, Databricks); a job group per task, cancelled to kill it
+
+Both only start and watch tasks: the task itself (``stream_task.run``) reports its runs and
+errors on the runs channel, and stops when the driver asks there (``channel``), so stopping and
+reporting work alike on both.
+
+Invariants:
+    * :meth:`finished` returns each task that ended, once, with whether it ended cleanly.
+    * A Spark task is never retried with its original start offsets (they are stale once it
+      copied): a retried attempt returns at once, the job ends, and the driver starts a new
+      task from the ledger's position. Speculation must be off (``job``).
+    * Local workers die with the driver (``executors._watch_parent``) and ignore the signals
+      sent to the process group, which the driver handles (it asks its tasks to stop).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import sys
+import threading
+from typing import Any
+
+from ledger.errors import first_line
+from pipelines.replicate import plan
+from pipelines.replicate.executors import _watch_parent, local_master
+from pipelines.replicate.stream_task import StreamSpec, TaskFailed, run
+
+log = logging.getLogger(__name__)
+
+
+def _local_main(spec: StreamSpec, parent: int) -> None:
+    _watch_parent(parent)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run(spec)
+    except TaskFailed as exc:
+        log.error("task %s failed: %s", spec.task, exc)
+        sys.exit(3)
+
+
+class LocalStreams:
+    """Streaming tasks as spawned processes of this machine."""
+
+    def __init__(self, master: str | None = None) -> None:
+        self.slots = plan.task_slots(master or local_master() or "local[*]", os.cpu_count() or 1)
+        self._ctx = multiprocessing.get_context("spawn")
+        self._procs: dict[str, Any] = {}
+
+    def start(self, spec: StreamSpec) -> None:
+        proc = self._ctx.Process(target=_local_main, args=(spec, os.getpid()),
+                                 name=f"offset-ledger-{spec.task}", daemon=True)
+        proc.start()
+        self._procs[spec.task] = proc
+
+    def finished(self) -> list[tuple[str, bool]]:
+        done = [(t, p.exitcode == 0) for t, p in self._procs.items() if p.exitcode is not None]
+        for t, _ in done:
+            self._procs.pop(t).close()
+        return done
+
+    def alive(self, task: str) -> bool:
+        proc = self._procs.get(task)
+        return proc is not None and proc.exitcode is None
+
+    def wait(self, tasks: list[str], timeout: float) -> None:
+        """Wait for ``tasks`` to end; kill those still running after ``timeout``."""
+        for t in tasks:
+            proc = self._procs.get(t)
+            if proc is None:
+                continue
+            proc.join(timeout)
+            if proc.exitcode is None:
+                log.warning("task %s did not stop within %.0fs: killed", t, timeout)
+                proc.kill()
+                proc.join(10)
+
+    def kill(self, task: str) -> None:
+        proc = self._procs.get(task)
+        if proc is not None and proc.exitcode is None:
+            proc.kill()
+            proc.join(10)
+
+    def close(self) -> None:
+        for t in list(self._procs):
+            self.kill(t)
+        self.finished()
+
+
+def _spark_task(specs: Any) -> Any:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    for spec in specs:
+        if ctx is not None and ctx.attemptNumber() > 0:
+            yield (spec.task, "a retried attempt does not resume from stale offsets")
+            continue
+        try:
+            run(spec)
+            yield (spec.task, None)
+        except TaskFailed as exc:
+            yield (spec.task, str(exc))
+
+
+class SparkStreams:
+    """Streaming tasks as long-running Spark tasks (one job, one task each)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.sc = spark.sparkContext
+        self.slots = plan.task_slots(self.sc.master, self.sc.defaultParallelism)
+        self._threads: dict[str, threading.Thread] = {}
+        self._outcome: dict[str, bool] = {}
+
+    def start(self, spec: StreamSpec) -> None:
+        def job() -> None:
+            self.sc.setJobGroup(spec.task, f"offset-ledger streaming copy {spec.task}",
+                                interruptOnCancel=True)
+            ok = False
+            try:
+                out = self.sc.parallelize([spec], 1).mapPartitions(_spark_task).collect()
+                ok = all(error is None for _, error in out)
+                for _, error in out:
+                    if error is not None:
+                        log.error("task %s ended: %s", spec.task, error)
+            except Exception as exc:
+                log.error("task %s ended: %s", spec.task, first_line(exc))
+            self._outcome[spec.task] = ok
+
+        thread = threading.Thread(target=job, name=f"offset-ledger-{spec.task}", daemon=True)
+        self._threads[spec.task] = thread
+        thread.start()
+
+    def finished(self) -> list[tuple[str, bool]]:
+        done = [(t, self._outcome.get(t, False)) for t, th in self._threads.items()
+                if not th.is_alive()]
+        for t, _ in done:
+            self._threads.pop(t)
+            self._outcome.pop(t, None)
+        return done
+
+    def alive(self, task: str) -> bool:
+        thread = self._threads.get(task)
+        return thread is not None and thread.is_alive()
+
+    def wait(self, tasks: list[str], timeout: float) -> None:
+        for t in tasks:
+            thread = self._threads.get(t)
+            if thread is None:
+                continue
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("task %s did not stop within %.0fs: cancelled", t, timeout)
+                self.kill(t)
+
+    def kill(self, task: str) -> None:
+        thread = self._threads.get(task)
+        if thread is not None and thread.is_alive():
+            self.sc.cancelJobGroup(task)
+            thread.join(30)
+
+    def close(self) -> None:
+        for t in list(self._threads):
+            self.kill(t)
+        self.finished()

@@ -1,0 +1,542 @@
+"""The streaming driver of one flow: long-running copy tasks, runs committed every interval.
+
+::
+
+    start   lease (channel partition 0 in the flow's group) -> [exactly-once: fence the task
+            ids] -> catch Delta up from the channel -> topics, positions from Delta -> tasks
+    loop    channel -> accept runs (channel.accept) -> pending
+            every --commit-interval   pending -> Delta (offset_syncs append, progress MERGE),
+                                       then the channel offset (a hint) -> observers
+            every --interval          heartbeats, sources behind, ended tasks replaced
+            every --refresh-interval  topics re-selected; new partitions get a new task,
+                                       tasks of dropped topics restart without them
+    stop    ask every task to stop (they flush and report) -> drain the channel -> commit
+
+Invariants (with ``channel``'s and ``stream_task``'s):
+    * Delta is written only by the lease holder, one commit per interval with the flow's txn
+      pair (``offset-ledger-replicate-<flow>``, batch number): a second driver of the flow
+      refuses to start, and a driver whose lease is revoked stops.
+    * Positions never lead the ledger: a task (first start or restart) starts where the
+      accepted runs end, and only after the channel was drained (and, exactly-once, the task's
+      transactional id fenced), so nothing of its predecessor is still to come that could be
+      accepted; what its predecessor copied past that point is a duplicate no run maps.
+    * After a crash the new driver first accepts what the channel holds beyond Delta (the same
+      rule as live: the catch-up of a crash between a Kafka commit and a Delta commit), then
+      plans from Delta. Exactly-once: every committed transaction's runs are in the channel,
+      so Delta ends up with a run for every committed copy, and tasks restart exactly after it.
+    * A topic-level task error refuses that topic only (named in the log and the result's
+      errors); any other task failure restarts the task from the ledger's position.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ledger.config import Config
+from ledger.errors import OffsetLedgerError
+from pipelines import kafka_admin
+from pipelines.replicate import channel, sink, source, state, stream_task
+from pipelines.replicate.plan import TP, RecordedTail
+from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
+from pipelines.replicate.stream_workers import LocalStreams, SparkStreams
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMMIT_INTERVAL_S = 5.0
+LEASE_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 120.0
+MAX_RESTART_DELAY_S = 30.0
+
+Observer = Callable[[channel.RecordedCommit], None]
+
+
+class LeaseError(OffsetLedgerError):
+    """Another replicate job streams this flow (it holds the flow's runs channel)."""
+
+
+@dataclasses.dataclass
+class _Task:
+    task: str
+    slot: int
+    partitions: list[TP]
+    stopping: bool = False
+
+
+class StreamingReplicator:
+    """Streams one flow (see the module docstring); :meth:`run` until ``stop`` is set."""
+
+    def __init__(self, spark: Any | None, config: Config, flow_name: str, *,
+                 commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
+                 exactly_once: bool | None = None, executor: str = "auto",
+                 observers: list[Observer] | None = None) -> None:
+        self.r = FlowReplicator(spark, config, flow_name, executor=executor)
+        flow = self.r.flow
+        self.exactly_once = (config.exactly_once(flow) if exactly_once is None
+                             else exactly_once)
+        self.commit_interval_s = commit_interval_s
+        self.observers: list[Observer] = list(observers or [])
+        self.topic = channel.topic_name(flow.source, flow.target)
+        self.group = channel.group_name(flow.source, flow.target)
+        self.tasks: dict[str, _Task] = {}
+        self.owner: dict[TP, str] = {}  # partition -> the task whose reports count
+        self.tails: dict[TP, RecordedTail] = {}  # where accepted runs end (recorded or pending)
+        self.floors: dict[TP, int] = {}  # start of a partition's first task, if no tail
+        self.pending: list[channel.Delivered] = []
+        self.consumed_to = 0
+        self.failures: dict[int, int] = {}  # slot -> consecutive failed starts
+        self.restart_at: dict[int, tuple[float, list[TP]]] = {}
+        self._gen = 0
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._lease = threading.Event()
+        self._lost_lease = False
+        self.workers: LocalStreams | SparkStreams | None = None
+
+    @property
+    def result(self) -> ReplicationResult:
+        return self.r.result
+
+    # --- start ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Take the lease, fence (exactly-once), and catch Delta up from the channel."""
+        target = self.r.config.cluster(self.r.flow.target)
+        kafka_admin.check_reachable(self.r.config.cluster(self.r.flow.source))
+        kafka_admin.check_reachable(target)
+        kafka_admin.create_topic(target, self.topic, 2, channel.TOPIC_CONFIGS,
+                                 self.r.config.replication_factor)
+        from confluent_kafka import Consumer
+
+        self._consumer = Consumer(target.client_config(**{
+            "group.id": self.group, "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest", "enable.partition.eof": True,
+            # Static membership: a restarted driver takes its place at once (and a second
+            # driver of the flow fences the first, which stops); cooperative rebalancing keeps
+            # partition 0 where it is while other members come and go.
+            "group.instance.id": self.group, "session.timeout.ms": 10_000,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "error_cb": self._on_error, "log_level": 3}))
+        self._consumer.subscribe([self.topic], on_assign=self._on_assign,
+                                 on_revoke=self._on_revoke)
+        deadline = time.monotonic() + LEASE_TIMEOUT_S
+        while not self._lease.is_set():
+            self._consumer.poll(0.2)
+            if time.monotonic() > deadline:
+                raise LeaseError(
+                    f"flow {self.r.flow.name} is streamed by another replicate job: consumer "
+                    f"group {self.group} on {self.r.flow.target} holds its runs channel "
+                    f"{self.topic}; stop that job first")
+        if self.exactly_once:
+            self._fence(range(self._slots()))
+        self.catch_up()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        if any(p.partition == channel.RUNS_PARTITION for p in partitions):
+            self._lease.set()
+
+    def _on_error(self, err: Any) -> None:
+        if err.fatal() or err.name() == "FENCED_INSTANCE_ID":
+            log.error("flow %s: runs channel consumer: %s", self.r.flow.name, err.str())
+            self._lost_lease = True
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        if self._lease.is_set() and any(p.partition == channel.RUNS_PARTITION
+                                        for p in partitions):
+            self._lost_lease = True
+
+    def _check_lease(self) -> None:
+        """Whether this driver still holds the runs partition (a newer driver fences it)."""
+        target = self.r.config.cluster(self.r.flow.target)
+        try:
+            client = kafka_admin.admin(target)  # must outlive the future
+            desc = client.describe_consumer_groups([self.group])[self.group].result(
+                timeout=kafka_admin.RESULT_TIMEOUT_S)
+        except Exception as exc:  # unreachable for now: the next tick asks again
+            log.warning("flow %s: lease not checked: %s", self.r.flow.name, exc)
+            return
+        holders = [m.member_id for m in desc.members if m.assignment and any(
+            tp.topic == self.topic and tp.partition == channel.RUNS_PARTITION
+            for tp in m.assignment.topic_partitions)]
+        if holders and self._consumer.memberid() not in holders:
+            self._lost_lease = True
+
+    def _slots(self) -> int:
+        return self._workers().slots
+
+    def _workers(self) -> LocalStreams | SparkStreams:
+        if self.workers is None:
+            self.workers = LocalStreams() if self.r.local_copies else SparkStreams(
+                self.r.session())
+        return self.workers
+
+    def _fence(self, slots: Any) -> None:
+        """Exactly-once: abort the open transaction of each slot's id and fence its holder."""
+        from confluent_kafka import Producer
+
+        conf = sink.producer_config(self.r.config.cluster(self.r.flow.target).properties)
+        for slot in slots:
+            tid = stream_task.transactional_id(self.r.flow.source, self.r.flow.target, slot)
+            producer = Producer({**conf, "transactional.id": tid})
+            producer.init_transactions(sink.FLUSH_TIMEOUT_S)
+            producer.flush(0)
+
+    def catch_up(self) -> None:
+        """Record what the channel holds beyond Delta (after a crash), with the live rule."""
+        messages = self._drain()
+        parts = [d for m in messages if isinstance(m, list) for d in m]
+        touched = sorted({d.key for d in parts})
+        if self.exactly_once:
+            seen = {_slot_of(d.task) for d in parts} - set(range(self._slots()))
+            if seen - {None}:
+                self._fence(s for s in seen if s is not None)
+                more = self._drain()
+                parts += [d for m in more if isinstance(m, list) for d in m]
+                touched = sorted({d.key for d in parts})
+        flow_state = state.read_flow_state_direct(self.r.config.ledger_location,
+                                                  self.r.flow.name, touched)
+        if flow_state is None:
+            flow_state = state.read_flow_state(self.r.recorder.ledger_now(), self.r.flow.name,
+                                               touched)
+        elif self.r.recorder.ledger is None:
+            self.r.recorder.tables_verified(flow_state.tables_verified)
+        self.r.last_batch = max(self.r.last_batch, flow_state.last_batch)
+        if flow_state.newest_written_at:
+            self.r.last_written_at = max(filter(None, (self.r.last_written_at,
+                                                       flow_state.newest_written_at)))
+        tails = dict(flow_state.tails)
+        accepted = []
+        for d in parts:
+            if channel.accept(d, tails.get(d.key)):
+                tails[d.key] = channel.advance(tails.get(d.key), d)
+                accepted.append(d)
+        if accepted:
+            log.warning("flow %s: %s report(s) in the runs channel were not in the ledger "
+                        "(the previous job stopped between a copy and its Delta commit): "
+                        "recording them now", self.r.flow.name, len(accepted))
+            self.pending = accepted
+            self.commit()
+        else:
+            self._commit_channel_offset()
+
+    def _drain(self) -> list[Any]:
+        """Everything the runs partition holds now, in order (read_committed).
+
+        The driver writes a sync mark to the partition and reads up to it: every transaction
+        begun before the mark is decided by the time a read_committed reader gets the mark.
+        """
+        import uuid
+
+        mark = uuid.uuid4().hex
+        self._control_producer().produce(
+            self.topic, channel.encode_sync(mark), partition=channel.RUNS_PARTITION)
+        if self._control_producer().flush(30):
+            raise OffsetLedgerError(f"flow {self.r.flow.name}: cannot write to the runs "
+                                    f"channel {self.topic} on {self.r.flow.target}")
+        out: list[Any] = []
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            msg = self._consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            if msg.partition() != channel.RUNS_PARTITION:
+                continue
+            self.consumed_to = msg.offset() + 1
+            decoded = channel.decode(msg.value())
+            if isinstance(decoded, dict) and decoded.get("kind") == "sync":
+                if decoded.get("id") == mark:
+                    return out
+            elif decoded is not None:
+                out.append(decoded)
+        raise OffsetLedgerError(f"flow {self.r.flow.name}: the runs channel {self.topic} could "
+                                f"not be read to its end within {DRAIN_TIMEOUT_S:.0f}s")
+
+    def _control_producer(self) -> Any:
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            target = self.r.config.cluster(self.r.flow.target)
+            self._producer = Producer(target.client_config(**{
+                "acks": "all", "enable.idempotence": True, "linger.ms": 0, "log_level": 3}))
+        return self._producer
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, *, interval_s: float, refresh_s: float,
+            reload: Callable[[Config], Config]) -> None:
+        self.open()
+        self.r.refresh(reload(self.r.config))
+        self._sync_tasks()
+        next_commit = time.monotonic() + self.commit_interval_s
+        next_tick = time.monotonic() + interval_s
+        next_refresh = time.monotonic() + refresh_s
+        while not stop.is_set():
+            self._poll(0.1)
+            now = time.monotonic()
+            if self._lost_lease:
+                raise LeaseError(f"flow {self.r.flow.name}: the runs channel lease was lost "
+                                 f"(another job took group {self.group}): stopping")
+            if now >= next_commit:
+                self.commit()
+                next_commit = now + self.commit_interval_s
+            if now >= next_refresh:
+                self.r.refresh(reload(self.r.config))
+                self._sync_tasks()
+                next_refresh = time.monotonic() + refresh_s
+            elif now >= next_tick:
+                self._check_lease()
+                self.r.heartbeat()
+                self._check_sources()
+                next_tick = time.monotonic() + interval_s
+            self._replace_ended()
+        log.warning("flow %s: stopping: the copy tasks flush and report, then their runs are "
+                    "recorded", self.r.flow.name)
+        self._stop_tasks(list(self.tasks))
+        self.commit()
+
+    def _poll(self, timeout: float) -> None:
+        msg = self._consumer.poll(timeout)
+        while msg is not None:
+            if msg.error() is None and msg.partition() == channel.RUNS_PARTITION:
+                self.consumed_to = msg.offset() + 1
+                self._handle(channel.decode(msg.value()))
+            msg = self._consumer.poll(0)
+
+    def _handle(self, decoded: Any) -> None:
+        if isinstance(decoded, list):
+            for d in decoded:
+                if self.owner.get(d.key) != d.task:
+                    continue  # a task replaced since: its copies are unrecorded duplicates
+                if channel.accept(d, self.tails.get(d.key), self.floors.get(d.key)):
+                    self.tails[d.key] = channel.advance(self.tails.get(d.key), d)
+                    self.pending.append(d)
+                    slot = _slot_of(d.task)
+                    self.failures.pop(slot if slot is not None else -1, None)
+        elif isinstance(decoded, channel.TaskError):
+            self._task_error(decoded)
+
+    def _task_error(self, error: channel.TaskError) -> None:
+        task = self.tasks.get(error.task)
+        if task is None:
+            return
+        if not error.topic_level:
+            log.error("flow %s: copy task %s failed (it restarts from the ledger's position): "
+                      "%s", self.r.flow.name, error.task, error.message)
+            return
+        topic = error.topic
+        src = self.r.config.cluster(self.r.flow.source)
+        if topic not in kafka_admin.list_topics(src):
+            message = f"topic {topic} was removed from {self.r.flow.source}: no longer " \
+                      f"replicated"
+        else:
+            message = error.message
+        log.error("flow %s: topic %s left: %s", self.r.flow.name, topic, message)
+        self.r.broken[topic] = message
+        self.r.result.errors[topic] = message
+        self.r._drop_broken()
+        self._sync_tasks()
+
+    def commit(self) -> None:
+        """Record the accepted runs in Delta, then move the channel hint; tell observers."""
+        if not self.pending:
+            return
+        parts, self.pending = self.pending, []
+        started = time.perf_counter()
+        ends = self.r.end_offsets()
+        self.r._record(channel.summaries(parts), ends)
+        self.r.positions = channel.positions_after(
+            [d for d in parts if d.key in self.r.positions], self.r.positions)
+        self._commit_channel_offset()
+        log.debug("flow %s: commit of %s report(s) took %.3fs", self.r.flow.name, len(parts),
+                  time.perf_counter() - started)
+        event = channel.RecordedCommit(self.r.last_batch, self.r.last_written_at or
+                                       dt.datetime.now(dt.UTC), parts)
+        for observer in self.observers:
+            try:
+                observer(event)
+            except Exception as exc:  # an observer never stops replication
+                log.warning("flow %s: commit observer failed: %s", self.r.flow.name, exc)
+
+    def _commit_channel_offset(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        if self.consumed_to:
+            try:
+                self._consumer.commit(offsets=[TopicPartition(
+                    self.topic, channel.RUNS_PARTITION, self.consumed_to)], asynchronous=False)
+            except Exception as exc:  # only a hint: Delta is right, a restart reads more
+                log.warning("flow %s: runs channel offset not committed: %s",
+                            self.r.flow.name, exc)
+
+    # --- tasks ---------------------------------------------------------------------------
+
+    def _sync_tasks(self) -> None:
+        """Tasks for the partitions to copy: new ones started, dropped ones restarted."""
+        wanted = set(self.r.positions)
+        held = {tp for t in self.tasks.values() if not t.stopping for tp in t.partitions}
+        pending_restart = {tp for _, tps in self.restart_at.values() for tp in tps}
+        stale = [t for t in self.tasks.values()
+                 if not t.stopping and any(tp not in wanted for tp in t.partitions)]
+        if stale:
+            keep = {t.slot: [tp for tp in t.partitions if tp in wanted] for t in stale}
+            self._stop_tasks([t.task for t in stale])
+            self.commit()  # what they delivered; their dropped partitions start afresh later
+            for t in stale:
+                for tp in t.partitions:
+                    if tp not in wanted:
+                        self.tails.pop(tp, None)
+                        self.floors.pop(tp, None)
+                        self.owner.pop(tp, None)
+            for slot, tps in keep.items():
+                if tps:
+                    self._start(slot, tps)
+            held = {tp for t in self.tasks.values() for tp in t.partitions}
+        new = sorted(wanted - held - pending_restart)
+        if not new:
+            return
+        if not self.tasks and not self.restart_at:  # the first start: spread over the slots
+            slots = max(1, min(self._slots(), len(new)))
+            for i in range(slots):
+                self._start(i, new[i::slots])
+        else:  # partitions added while streaming: a task of their own, the others go on
+            self._start(self._free_slot(), new)
+
+    def _free_slot(self) -> int:
+        used = {t.slot for t in self.tasks.values()} | set(self.restart_at)
+        return next(i for i in range(len(used) + 1) if i not in used)
+
+    def _start(self, slot: int, partitions: list[TP]) -> None:
+        # Before copying more of a partition: is its source still the topic copied so far?
+        self.r.tails.update({tp: t for tp, t in self.tails.items() if tp in partitions})
+        self.commit()  # the check and the start read where the accepted runs end
+        self.r._check_continuity(set(partitions))
+        self.r._drop_broken()
+        partitions = [tp for tp in partitions if tp in self.r.positions]
+        if not partitions:
+            return
+        self._gen += 1
+        task = f"{self.r.result.run_id}/{slot}/{self._gen}"
+        starts = []
+        for tp in partitions:
+            tail = self.tails.get(tp) or self.r.tails.get(tp)
+            if tail is not None:
+                self.tails[tp] = tail
+            start = tail.upstream_end if tail is not None else self.r.positions[tp]
+            if tail is None:
+                self.floors[tp] = start
+            starts.append((tp[0], self.r.replicas[tp[0]], tp[1], start))
+            self.owner[tp] = task
+        target = self.r.config.cluster(self.r.flow.target)
+        spec = stream_task.StreamSpec(
+            task=task, channel_topic=self.topic, control_start=self._control_end(),
+            partitions=tuple(starts),
+            consumer_config=source.consumer_config(
+                self.r.config.cluster(self.r.flow.source).properties),
+            producer_config=sink.producer_config(target.properties),
+            control_config=target.client_config(**{
+                "group.id": f"{self.group}.task", "enable.auto.commit": False,
+                "auto.offset.reset": "latest", "log_level": 3}),
+            transactional_id=(stream_task.transactional_id(self.r.flow.source,
+                                                           self.r.flow.target, slot)
+                              if self.exactly_once else None))
+        self.tasks[task] = _Task(task, slot, list(partitions))
+        self._workers().start(spec)
+        log.info("flow %s: task %s copies %s partition(s)", self.r.flow.name, task,
+                 len(partitions))
+
+    def _control_end(self) -> int:
+        from confluent_kafka import TopicPartition
+
+        _, high = self._consumer.get_watermark_offsets(
+            TopicPartition(self.topic, channel.CONTROL_PARTITION), timeout=10, cached=False)
+        return max(0, high)
+
+    def _stop_tasks(self, tasks: list[str]) -> None:
+        """Ask tasks to stop, wait for them, then drain the channel: their reports are in."""
+        running = [t for t in tasks if t in self.tasks]
+        if not running:
+            return
+        for t in running:
+            self.tasks[t].stopping = True
+        self._send_control(channel.encode_stop(running))
+        workers = self._workers()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while any(workers.alive(t) for t in running) and time.monotonic() < deadline:
+            self._poll(0.1)
+        workers.wait(running, 1.0)
+        workers.finished()
+        self._settle([self.tasks[t].slot for t in running])
+        for t in running:
+            self.tasks.pop(t, None)
+
+    def _settle(self, slots: list[int]) -> None:
+        """After tasks ended: fence their ids (exactly-once), then read the channel's end."""
+        if self.exactly_once:
+            self._fence(slots)
+        for m in self._drain():
+            self._handle(m)
+
+    def _send_control(self, value: bytes) -> None:
+        producer = self._control_producer()
+        producer.produce(self.topic, value, partition=channel.CONTROL_PARTITION)
+        producer.flush(30)
+
+    def _replace_ended(self) -> None:
+        """Tasks that ended on their own (lost worker, failure): restart them from the ledger."""
+        for task, ok in self._workers().finished():
+            t = self.tasks.get(task)
+            if t is None or t.stopping:
+                continue
+            self._end(task, ok)
+        now = time.monotonic()
+        for slot, (when, tps) in list(self.restart_at.items()):
+            if now >= when:
+                del self.restart_at[slot]
+                tps = [tp for tp in tps if tp in self.r.positions]
+                if tps:
+                    self._start(slot, tps)
+
+    def _end(self, task: str, ok: bool) -> None:
+        t = self.tasks.pop(task)
+        log.warning("flow %s: copy task %s ended %s: it restarts from the ledger's position",
+                    self.r.flow.name, task, "cleanly" if ok else "with an error or was lost")
+        self._settle([t.slot])
+        n = self.failures.get(t.slot, 0) + 1
+        self.failures[t.slot] = n
+        delay = min(MAX_RESTART_DELAY_S, 0.5 * 2 ** (n - 1))
+        self.restart_at[t.slot] = (time.monotonic() + delay, t.partitions)
+
+    def _check_sources(self) -> None:
+        before = set(self.r.broken)
+        self.r._refuse_sources_behind(self.r.end_offsets())
+        if set(self.r.broken) - before:
+            self.r._drop_broken()
+            self._sync_tasks()
+
+    def close(self) -> None:
+        try:
+            if self.workers is not None:
+                self.workers.close()
+        finally:
+            if self._producer is not None:
+                self._producer.flush(10)
+            if self._consumer is not None:
+                try:
+                    self._consumer.close()
+                except Exception:
+                    pass
+            self.r.close()
+
+
+def _slot_of(task: str) -> int | None:
+    try:
+        return int(task.split("/")[1])
+    except (IndexError, ValueError):
+        return None
