@@ -288,6 +288,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
     wall = time.perf_counter() - started
     for topic, message in sorted(result.errors.items()):
         print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
+    if args.mode == "stream":
+        print(f"flow {result.flow}: stopped after streaming {wall:.1f}s, "
+              f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
+              f"in {result.batches} commit(s) (ledger {result.ledger_seconds:.2f}s, "
+              f"{_share(result.ledger_seconds, wall)} of the time)")
+        return 0
     print(f"flow {result.flow}: stopped after {result.batches} batch(es), "
           f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
           f"in {wall:.1f}s (copy {result.copy_seconds:.1f}s, ledger "

@@ -89,12 +89,14 @@ class StreamingReplicator:
         self.tails: dict[TP, RecordedTail] = {}  # where accepted runs end (recorded or pending)
         self.floors: dict[TP, int] = {}  # start of a partition's first task, if no tail
         self.pending: list[channel.Delivered] = []
+        self.commits = 0
         self.consumed_to = 0
         self.failures: dict[int, int] = {}  # slot -> consecutive failed starts
         self.restart_at: dict[int, tuple[float, list[TP]]] = {}
         self._gen = 0
         self._consumer: Any = None
         self._producer: Any = None
+        self._early: list[Any] = []
         self._lease = threading.Event()
         self._lost_lease = False
         self.workers: LocalStreams | SparkStreams | None = None
@@ -128,7 +130,9 @@ class StreamingReplicator:
                                  on_revoke=self._on_revoke)
         deadline = time.monotonic() + LEASE_TIMEOUT_S
         while not self._lease.is_set():
-            self._consumer.poll(0.2)
+            msg = self._consumer.poll(0.2)
+            if msg is not None:  # fetched as soon as assigned: the catch-up reads it first
+                self._early.append(msg)
             if time.monotonic() > deadline:
                 raise LeaseError(
                     f"flow {self.r.flow.name} is streamed by another replicate job: consumer "
@@ -217,6 +221,10 @@ class StreamingReplicator:
             if channel.accept(d, tails.get(d.key)):
                 tails[d.key] = channel.advance(tails.get(d.key), d)
                 accepted.append(d)
+            else:
+                log.debug("catch-up: not accepted: %s (tail %s)", d, tails.get(d.key))
+        log.debug("catch-up: %s message(s) read, %s part(s), %s accepted, channel at %s",
+                  len(messages), len(parts), len(accepted), self.consumed_to)
         if accepted:
             log.warning("flow %s: %s report(s) in the runs channel were not in the ledger "
                         "(the previous job stopped between a copy and its Delta commit): "
@@ -243,7 +251,7 @@ class StreamingReplicator:
         out: list[Any] = []
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         while time.monotonic() < deadline:
-            msg = self._consumer.poll(0.2)
+            msg = self._early.pop(0) if self._early else self._consumer.poll(0.2)
             if msg is None or msg.error() is not None:
                 continue
             if msg.partition() != channel.RUNS_PARTITION:
@@ -319,6 +327,9 @@ class StreamingReplicator:
                     self.pending.append(d)
                     slot = _slot_of(d.task)
                     self.failures.pop(slot if slot is not None else -1, None)
+                else:
+                    log.debug("flow %s: report not accepted (its copies are duplicates): %s",
+                              self.r.flow.name, d)
         elif isinstance(decoded, channel.TaskError):
             self._task_error(decoded)
 
@@ -351,6 +362,7 @@ class StreamingReplicator:
         started = time.perf_counter()
         ends = self.r.end_offsets()
         self.r._record(channel.summaries(parts), ends)
+        self.commits += 1
         self.r.positions = channel.positions_after(
             [d for d in parts if d.key in self.r.positions], self.r.positions)
         self._commit_channel_offset()

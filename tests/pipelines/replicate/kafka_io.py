@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from ledger import direct
 from ledger.config import ClusterConfig, Config
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
@@ -141,3 +142,37 @@ def assert_runs_cover(runs, source: dict[int, dict[int, Rec]]) -> None:
         mapped = {u + k for p, u, _, n in runs if p == partition for k in range(n)}
         missing = sorted(set(records) - mapped)
         assert not missing, f"partition {partition}: upstream offsets {missing[:10]} unmapped"
+
+
+def runs_of(config, topic: str) -> list[tuple[int, int, int, int]]:
+    """``(partition, u, d, n)`` of the flow P->B's runs for ``topic`` (delta-rs: no JVM)."""
+    rows = direct.query(config.ledger_location, {"s": OFFSET_SYNCS},
+                        f"SELECT \"partition\", upstream_offset, downstream_offset, length "
+                        f"FROM s WHERE flow = 'P->B' AND topic = '{topic}' "
+                        f"ORDER BY \"partition\", written_at, batch_id, downstream_offset")
+    if rows in (direct.ABSENT, direct.UNAVAILABLE):
+        return []
+    return [(r["partition"], r["upstream_offset"], r["downstream_offset"], r["length"])
+            for r in rows]
+
+
+def create_replication_tables(location: str) -> None:
+    """Create ``offset_syncs`` and ``replication_progress`` with delta-rs: a replicate job on
+    this ledger then starts no JVM (on a fresh ledger Spark creates them)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from pyspark.sql import types as T
+
+    from ledger.schemas import (
+        OFFSET_SYNCS_SCHEMA,
+        REPLICATION_PROGRESS,
+        REPLICATION_PROGRESS_SCHEMA,
+    )
+
+    kinds = {T.StringType: pa.string(), T.IntegerType: pa.int32(), T.LongType: pa.int64(),
+             T.TimestampType: pa.timestamp("us", tz="UTC")}
+    for name, schema in ((OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA),
+                         (REPLICATION_PROGRESS, REPLICATION_PROGRESS_SCHEMA)):
+        arrow = pa.schema([pa.field(f.name, kinds[type(f.dataType)], f.nullable)
+                           for f in schema.fields])
+        write_deltalake(f"{location}/{name}", arrow.empty_table(), mode="overwrite")

@@ -1,9 +1,11 @@
 """kill -9 at random points under load, SIGTERM, then new topics and partitions: next pass runs.
 
-Each kill lands while a continuous ``offset-ledger replicate`` subprocess copies a topic that a
+Each kill lands while a streaming ``offset-ledger replicate`` subprocess copies a topic that a
 producer keeps writing to. Afterwards a new topic is created and the topic grows; the next
-``--once`` pass must succeed, lose nothing, keep every run exact, and the replica may hold at
-most one batch of unrecorded duplicates per kill.
+``--once`` pass must succeed, lose nothing and keep every run exact. At-least-once: the replica
+holds at most one commit interval's worth of unrecorded duplicates per kill. Exactly-once: a
+``read_committed`` reader of the replica sees every source record exactly once, and the runs
+map every upstream offset exactly once (aborted copies are never runs), as a crash-free run's.
 """
 
 from __future__ import annotations
@@ -25,22 +27,24 @@ from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
     assert_runs_exact,
     create,
-    ledger_runs,
+    create_replication_tables,
     produce,
     read_all,
+    runs_of,
     sample,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.e2e]
+pytestmark = [pytest.mark.kafka, pytest.mark.e2e]
 
 CLI = str(Path(sys.executable).with_name("offset-ledger"))
 # A job on a path ledger starts no JVM; should one fall back to Spark, the C1 compiler only and
 # the serial collector start its driver JVM faster on a small machine (tuning only).
 JOB_ENV = {"SPARK_SUBMIT_OPTS": " ".join(filter(None, (
     os.environ.get("SPARK_SUBMIT_OPTS"), "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto")))}
-BATCH = 60
-# Ten kills, as the replication engine promises; each costs a job start (about a second, no
-# JVM) and a batch: about a minute in all on 2 cores. OFFSET_LEDGER_TEST_KILLS changes it.
+COMMIT_S = 1.0
+PER_TICK, TICK_S = 15, 0.2  # the load: at most 75 records/s
+# Ten kills, as the replication engine promises; each costs a job start (a second or two, no
+# JVM) and a commit: about a minute per mode on 2 cores. OFFSET_LEDGER_TEST_KILLS changes it.
 KILLS = int(os.environ.get("OFFSET_LEDGER_TEST_KILLS", "10"))
 
 
@@ -51,23 +55,26 @@ def _newest_append(location: str) -> int:
     return max([0, *versions])
 
 
-def test_kill_9_repeatedly_under_load_then_topic_changes(spark, make_config, unique, tmp_path):
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_kill_9_repeatedly_under_load_then_topic_changes(make_config, unique, tmp_path,
+                                                        exactly_once):
     topic = unique("load")
-    config = make_config(flows={"P->B": {"topics": [f"{topic}.*"]}})
+    config = make_config(flows={"P->B": {"topics": [f"{topic}.*"]}},
+                         exactly={"once": {"enabled": exactly_once}})
     p, b = config.cluster("P"), config.cluster("B")
+    create_replication_tables(config.ledger_location)  # no JVM in the jobs
     create(p, topic, 3)
     produce(p, topic, sample(3, 50, "s"))
     env = {**os.environ, **JOB_ENV, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / ".state")}
-    command = [CLI, "replicate", "--flow", "P->B", "--config", config.path,
-               "--max-records-per-batch", str(BATCH)]
+    command = [CLI, "replicate", "--flow", "P->B", "--config", config.path]
     stop = threading.Event()
 
     def load() -> None:
         i = 0
         while not stop.is_set():
-            produce(p, topic, sample(3, 5, f"l{i}"))
+            produce(p, topic, sample(3, PER_TICK // 3, f"l{i}"))
             i += 1
-            stop.wait(0.2)
+            stop.wait(TICK_S)
 
     writer = threading.Thread(target=load, daemon=True)
     writer.start()
@@ -77,17 +84,19 @@ def test_kill_9_repeatedly_under_load_then_topic_changes(spark, make_config, uni
     try:
         for k in range(KILLS + 1):
             before = _newest_append(config.ledger_location)
-            job = subprocess.Popen([*command, "--interval", "0.2"], cwd=tmp_path, env=env,
+            job = subprocess.Popen([*command, "--interval", "0.5", "--commit-interval",
+                                    str(COMMIT_S)], cwd=tmp_path, env=env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             deadline = time.monotonic() + 180
-            while _newest_append(config.ledger_location) <= before:  # this job recorded a batch
+            # This job recorded runs of its own copies (its first commit may be a catch-up).
+            while _newest_append(config.ledger_location) < before + 2:
                 assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "no batch recorded in time"
+                assert time.monotonic() < deadline, "no runs recorded in time"
                 time.sleep(0.2)
-            time.sleep(rng.uniform(0, 1.5))  # a random point: copying, appending, merging
+            time.sleep(rng.uniform(0, 1.5))  # a random point: copying, reporting, committing
             last = k == KILLS
             os.killpg(job.pid, signal.SIGTERM if last else signal.SIGKILL)
-            job.wait(60)
+            assert job.wait(90) == (0 if last else -signal.SIGKILL)
     finally:
         if job is not None and job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
@@ -103,15 +112,25 @@ def test_kill_9_repeatedly_under_load_then_topic_changes(spark, make_config, uni
     topics.grow_partitions(p, topic, 5)
     produce(p, topic, sample(5, 10, "g"))
     # The catch-up pass takes the default batch bounds: it is not killed.
-    rerun = subprocess.run([*command[:-2], "--once"], cwd=tmp_path, env=env,
+    rerun = subprocess.run([*command, "--once"], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
 
     for name, partitions in ((topic, 5), (other, 2)):
         source = read_all(p, name, partitions)
         replica = read_all(b, f"P.{name}", partitions)
-        runs = ledger_runs(spark, config, "P->B", name)
+        runs = runs_of(config, name)
         assert_runs_exact(runs, source, replica)  # no run is wrong
         assert_runs_cover(runs, source)  # nothing lost
         extra = sum(len(replica[q]) for q in replica) - sum(len(source[q]) for q in source)
-        assert 0 <= extra <= KILLS * BATCH, extra
+        if exactly_once:  # a read_committed reader sees each record once; runs never overlap
+            unmapped = {q: sorted(set(replica[q]) - {d + k for part, _, d, n in runs
+                                                     if part == q for k in range(n)})
+                        for q in replica}
+            assert extra == 0, (extra, name, {q: v for q, v in unmapped.items() if v},
+                                [r for r in runs if unmapped[r[0]]])
+            for q in source:
+                mapped = [u + k for part, u, _, n in runs if part == q for k in range(n)]
+                assert len(mapped) == len(set(mapped)), f"partition {q}: an offset mapped twice"
+        else:
+            assert 0 <= extra <= KILLS * PER_TICK / TICK_S * COMMIT_S, extra

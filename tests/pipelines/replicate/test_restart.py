@@ -14,13 +14,16 @@ import pytest
 
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
+from pipelines import kafka_admin
 from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
     assert_runs_exact,
     create,
+    create_replication_tables,
     ledger_runs,
     produce,
     read_all,
+    runs_of,
     sample,
 )
 
@@ -48,7 +51,8 @@ def test_kill_9_then_restart_loses_nothing_and_keeps_runs_exact(spark, make_conf
     create(p, topic, 2)
     produce(p, topic, sample(2, 100, "first"))
     env = {**os.environ, **JOB_ENV, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / ".state")}
-    command = [CLI, "replicate", "--flow", "P->B", "--config", config.path,
+    # The loop of bounded batches (streaming has its own kill loop: test_kill_loop).
+    command = [CLI, "replicate", "--flow", "P->B", "--config", config.path, "--mode", "batch",
                "--max-records-per-batch", str(BATCH)]
     log = (tmp_path / "job.log").open("w")
     job = subprocess.Popen([*command, "--interval", "1"], cwd=tmp_path, env=env, stdout=log,
@@ -83,23 +87,32 @@ def test_kill_9_then_restart_loses_nothing_and_keeps_runs_exact(spark, make_conf
     assert 0 <= extra <= BATCH
 
 
-def test_sigterm_stops_a_continuous_job_after_recording_its_batch(spark, make_config, unique,
-                                                                  tmp_path):
+def test_sigterm_stops_a_streaming_job_after_recording_what_it_copied(make_config, unique,
+                                                                      tmp_path):
     topic = unique("term")
     config = make_config(flows={"P->B": {"topics": [topic]}})
+    create_replication_tables(config.ledger_location)  # no JVM in the job
     p = config.cluster("P")
     create(p, topic, 2)
     produce(p, topic, sample(2, 50, "term"))
     env = {**os.environ, **JOB_ENV, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / ".state")}
+    # What the job copied after its last commit is recorded by the stop.
     job = subprocess.Popen([CLI, "replicate", "--flow", "P->B", "--config", config.path,
-                            "--interval", "1"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            "--commit-interval", "3", "--interval", "1"], cwd=tmp_path,
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
     try:
         deadline = time.monotonic() + 420
         while not _first_batch_landed(config.ledger_location):
             assert job.poll() is None, job.stdout.read()[-3000:]
-            assert time.monotonic() < deadline, "no batch reached the ledger in time"
-            time.sleep(1)
+            assert time.monotonic() < deadline, "no runs reached the ledger in time"
+            time.sleep(0.5)
+        produce(p, topic, sample(2, 25, "more"))  # copied, not yet recorded
+        deadline = time.monotonic() + 60
+        while sum(kafka_admin.watermarks(config.cluster("B"), f"P.{topic}", 2)[q][1]
+                  for q in range(2)) < 150:
+            assert time.monotonic() < deadline, "records not copied in time"
+            time.sleep(0.2)
         job.send_signal(signal.SIGTERM)  # the driver only, as a scheduler stops a job
         out, _ = job.communicate(timeout=180)
     finally:
@@ -107,8 +120,10 @@ def test_sigterm_stops_a_continuous_job_after_recording_its_batch(spark, make_co
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(30)
     assert job.returncode == 0, out[-3000:]
-    assert "stopping after the current batch" in out
-    assert re.search(r"stopped after \d+ batch\(es\), 100 record\(s\) copied.*ledger share "
-                     r"\d+\.\d%", out), out[-3000:]
-    runs = ledger_runs(spark, config, "P->B", topic)
-    assert_runs_cover(runs, read_all(p, topic, 2))
+    assert "stopping, the copy tasks flush and their runs are recorded" in out
+    assert re.search(r"stopped after streaming [\d.]+s, 150 record\(s\) copied, \d+ run\(s\) "
+                     r"recorded in \d+ commit\(s\)", out), out[-3000:]
+    runs = runs_of(config, topic)
+    source = read_all(p, topic, 2)
+    assert_runs_cover(runs, source)
+    assert_runs_exact(runs, source, read_all(config.cluster("B"), f"P.{topic}", 2))

@@ -10,8 +10,6 @@ import time
 
 import pytest
 
-from ledger import direct
-from ledger.schemas import OFFSET_SYNCS
 from pipelines import kafka_admin
 from pipelines.replicate import channel, topics
 from pipelines.replicate.job import LeaseError, replicate_continuously
@@ -19,9 +17,11 @@ from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
     assert_runs_exact,
     create,
+    create_replication_tables,
     delete,
     produce,
     read_all,
+    runs_of,
     sample,
 )
 
@@ -40,38 +40,6 @@ def make_config(make_config):
         return config
 
     return build
-
-
-def create_replication_tables(location: str) -> None:
-    import pyarrow as pa
-    from deltalake import write_deltalake
-    from pyspark.sql import types as T
-
-    from ledger.schemas import (
-        OFFSET_SYNCS_SCHEMA,
-        REPLICATION_PROGRESS,
-        REPLICATION_PROGRESS_SCHEMA,
-    )
-
-    kinds = {T.StringType: pa.string(), T.IntegerType: pa.int32(), T.LongType: pa.int64(),
-             T.TimestampType: pa.timestamp("us", tz="UTC")}
-    for name, schema in ((OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA),
-                         (REPLICATION_PROGRESS, REPLICATION_PROGRESS_SCHEMA)):
-        arrow = pa.schema([pa.field(f.name, kinds[type(f.dataType)], f.nullable)
-                           for f in schema.fields])
-        write_deltalake(f"{location}/{name}", arrow.empty_table(), mode="overwrite")
-
-
-def runs_of(config, topic: str) -> list[tuple[int, int, int, int]]:
-    """``(partition, u, d, n)`` of the flow P->B's runs for ``topic`` (delta-rs: no JVM)."""
-    rows = direct.query(config.ledger_location, {"s": OFFSET_SYNCS},
-                        f"SELECT \"partition\", upstream_offset, downstream_offset, length "
-                        f"FROM s WHERE flow = 'P->B' AND topic = '{topic}' "
-                        f"ORDER BY \"partition\", written_at, batch_id, downstream_offset")
-    if rows in (direct.ABSENT, direct.UNAVAILABLE):
-        return []
-    return [(r["partition"], r["upstream_offset"], r["downstream_offset"], r["length"])
-            for r in rows]
 
 
 def covered(config, topic: str, counts: dict[int, int]) -> bool:

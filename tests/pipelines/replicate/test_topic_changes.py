@@ -86,11 +86,13 @@ def test_partition_increase_once_then_continuous(spark, make_config, unique):
     assert kafka_admin.list_topics(b)[f"P.{grow}"] == 5
     _check_exact(spark, config, p, b, grow, 5)
 
-    # Continuous: a new topic and grown partitions picked up at the next refresh.
+    # Continuous (the loop of batches; streaming: test_streaming): a new topic and grown
+    # partitions picked up at the next refresh.
     other = f"{grow}-new"
     stop = threading.Event()
     job = threading.Thread(target=replicate_continuously, args=(spark, config, "P->B"),
-                           kwargs={"interval_s": 0.5, "refresh_s": 2.0, "stop": stop})
+                           kwargs={"interval_s": 0.5, "refresh_s": 2.0, "stop": stop,
+                                   "mode": "batch"})
     job.start()
     try:
         topics.grow_partitions(p, grow, 7)
