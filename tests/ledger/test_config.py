@@ -40,6 +40,17 @@ def test_nested_and_flat_mm2_keys_mean_the_same():
     assert flat.replication_policy_separator == nested.replication_policy_separator == "_"
 
 
+def test_exactly_once_top_level_and_per_flow():
+    assert not config_from_mapping(BASE).exactly_once(config_from_mapping(BASE).flow("P->B"))
+    config = config_from_mapping(with_(
+        exactly={"once": {"enabled": True}},
+        flows={"P->B": True, "B->P": {"exactly.once.enabled": False}}))
+    assert config.exactly_once(config.flow("P->B")) is True
+    assert config.exactly_once(config.flow("B->P")) is False
+    with pytest.raises(ConfigError, match=r"exactly\.once\.enabled: invalid value"):
+        config_from_mapping(with_(**{"exactly.once.enabled": "maybe"}))
+
+
 def test_unknown_alias_in_flow():
     with pytest.raises(ConfigError, match=r"flows\.P->X: unknown cluster alias 'X'"):
         config_from_mapping(with_(flows={"P->X": True}))
