@@ -63,9 +63,14 @@ def verbs_imported() -> None:
 
 @pytest.fixture(scope="session")
 def spark():
-    from pipelines.spark import get_spark
+    """The session's SparkSession: offset-ledger's jars, plus Spark's Kafka connector
+    (jars/spark-kafka, jvm/spark-kafka/pom.xml) for the Structured Streaming queries that
+    tests fail over: they are the consumers; offset-ledger never loads a Kafka class in Spark."""
+    from pipelines.spark import get_spark, jars_dir, spark_jars
 
-    session = get_spark("offset-ledger-tests", master="local[2]", ui=False)
+    consumer_jars = sorted(str(p) for p in jars_dir("spark-kafka").glob("*.jar"))
+    session = get_spark("offset-ledger-tests", master="local[2]", ui=False,
+                        extra_conf={"spark.jars": ",".join(spark_jars() + consumer_jars)})
     yield session
     session.stop()
 

@@ -35,6 +35,7 @@ from ledger.errors import OffsetLedgerError
 
 if TYPE_CHECKING:
     from ledger.records import CheckpointRecord
+    from ledger.store import OffsetSyncStore
     from pipelines.checkpoint.engine import Checkpointer
 
 Offsets = dict[tuple[str, int], int]
@@ -111,11 +112,13 @@ def describe_untranslatable(checkpoints: Iterable[CheckpointRecord]) -> list[str
 
 def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Offsets, *,
               label: str, now: dt.datetime | None = None,
-              checkpoint_id: str | None = None) -> list[CheckpointRecord]:
+              checkpoint_id: str | None = None,
+              ) -> tuple[list[CheckpointRecord], dict[str, OffsetSyncStore]]:
     """Translate ``offsets`` of a reader on ``source`` to ``target``, reading the ledger only.
 
     ``label`` stands for the group id in the checkpoint records (the reader's name). Returns
-    one translated checkpoint per partition, in (topic, partition) order.
+    one translated checkpoint per partition, in (topic, partition) order, and the stores
+    (by flow) they were translated over.
 
     Raises:
         UntranslatableOffsetsError: a topic with no mapping, or a partition with no
@@ -130,7 +133,8 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
     problems = [f"{source}:{t}[{p}] offset {o}: flow {flow.name} neither replicates {t} nor "
                 "reverse-checkpoints it" for (t, p), o in sorted(offsets.items())
                 if t in unmapped]
-    checkpoints = []
+    checkpoints: list[CheckpointRecord] = []
+    stores: dict[str, OffsetSyncStore] = {}
     if mappings:
         stores = checkpointer.load_stores(mappings)
         commits = [Commit(source, label, t, p, o) for (t, p), o in sorted(offsets.items())
@@ -143,4 +147,4 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
         raise UntranslatableOffsetsError(
             f"{len(problems)} partition(s) cannot be translated {source} -> {target}; "
             "nothing was guessed or written:\n  " + "\n  ".join(problems))
-    return checkpoints
+    return checkpoints, stores

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         offsets = read_offsets(args.offsets)
         checkpointer = Checkpointer(get_spark("offset-ledger-translate"), config)
         checkpointer.ledger.require()
-        checkpoints = offsets_json.translate(checkpointer, args.source, args.target, offsets,
+        checkpoints, _ = offsets_json.translate(checkpointer, args.source, args.target, offsets,
                                              label="(offsets)")
         if args.format == "table":
             print(render(translation_rows(checkpoints), "table"))

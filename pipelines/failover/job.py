@@ -118,6 +118,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-untranslatable", action="store_true",
                         help="proceed when some partitions cannot be translated (none written)")
     parser.add_argument("--format", choices=["table", "json"], default="table")
+    parser.add_argument("--spark-checkpoint", metavar="PATH",
+                        help="move a Structured Streaming query instead of groups: its "
+                             "checkpoint's newest committed batch is translated and a new "
+                             "query's options are written beside PATH (docs/spark-queries.md)")
+    parser.add_argument("--query-name", metavar="NAME",
+                        help="with --spark-checkpoint: the query's name in the ledger "
+                             "(spark:NAME; default: the checkpoint folder's name)")
 
 
 def _progress(message: str) -> None:
@@ -403,7 +410,7 @@ class Mover:
     def record_operations(self, kind: str, groups: list[str], source: str, target: str,
                           result: CheckpointResult, subscribe: dict[str, list[str]],
                           operation_ids: dict[str, str], started, seconds: float, live: bool,
-                          mode: str) -> None:
+                          mode: str, messages: dict[str, str] | None = None) -> None:
         """One row per group, every row with the same ledger versions."""
         resume_version = self.ledger.version(RESUME_POINTS)
         ready = utcnow()
@@ -417,8 +424,9 @@ class Mover:
             reverse_checkpointing=any(cp.direction == "reverse" and cp.group_id == g
                                       for cp in result.checkpoints),
             started_at=started, ready_at=ready, seconds_to_ready=seconds,
-            message=(f"{source} declared lost (--disaster): recorded commits used"
-                     if not live else "cutoff" if mode == "cutoff" else None),
+            message=((messages or {}).get(g) or
+                     (f"{source} declared lost (--disaster): recorded commits used"
+                      if not live else "cutoff" if mode == "cutoff" else None)),
         ) for g in groups]
         self.ledger.append(OPERATIONS, self.spark.createDataFrame(
             records.rows(operations), OPERATIONS_SCHEMA))
@@ -429,8 +437,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
     options = MoveOptions(timeout=args.timeout, catch_up=args.catch_up, cutoff=args.cutoff,
                           disaster=args.disaster, dry_run=args.dry_run,
                           allow_untranslatable=args.allow_untranslatable, quiet_s=args.quiet_s)
+    if args.spark_checkpoint:
+        from pipelines.failover import spark_query
+
+        return spark_query.run(args, Mover(get_spark(f"offset-ledger-{args._verb}"), config),
+                               options)
     if not args.group and not args.group_regex:
-        args._parser.error("give --group G (repeatable) or --group-regex RE")
+        args._parser.error("give --group G (repeatable), --group-regex RE or "
+                           "--spark-checkpoint PATH")
     mover = Mover(get_spark(f"offset-ledger-{args._verb}"), config)
     results = mover.move_groups(args._verb, args.group, args.source, args.target, options,
                                 group_regex=args.group_regex)
