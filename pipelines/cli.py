@@ -30,8 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("pipelines.allowlists", "edit a flow's group allowlist"),
     "reverse-checkpointed-topics": ("pipelines.allowlists",
                                     "edit a flow's reverse-checkpointed topics"),
-    "failover": ("pipelines.failover.job", "move a group from the primary to the backup"),
-    "failback": ("pipelines.failover.job", "move a group back to the primary"),
+    "failover": ("pipelines.failover.job",
+                 "move a group or a Spark streaming query from the primary to the backup"),
+    "failback": ("pipelines.failover.job",
+                 "move a group or a Spark streaming query back to the primary"),
     "status": ("pipelines.status.job",
                "replication lag per flow and whether groups are ready to move"),
     "audit": ("pipelines.audit.job", "show resume points and the ledger behind them"),
@@ -56,7 +58,9 @@ EXAMPLES: dict[str, str] = {
                                    "--target P --add P.Payments",
     "failover": "offset-ledger failover --group G --from P --to B --catch-up\n"
                 "  offset-ledger failover --group-regex 'orders-.*' --from P --to B --cutoff\n"
-                "  offset-ledger failover --group G --from P --to B --disaster",
+                "  offset-ledger failover --group G --from P --to B --disaster\n"
+                "  offset-ledger failover --spark-checkpoint /data/chk/payments --from P --to B "
+                "--catch-up",
     "failback": "offset-ledger failback --group G --from B --to P --catch-up",
     "status": "offset-ledger status --flow 'P->B' --group G",
     "audit": "offset-ledger audit --group G --format html --output audit.html",

@@ -43,7 +43,7 @@ WHEELS = ROOT / "dist" / "*.whl"
 _VAR = re.compile(r"\$\{var\.([A-Za-z0-9_-]+)")
 
 # pipelines/<job>/job.yml -> what its job must look like.
-EXPECTED_JOBS = ("replicate", "checkpoint", "audit", "validate")
+EXPECTED_JOBS = ("replicate", "checkpoint", "audit", "validate", "failover")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -205,6 +205,17 @@ def test_checkpoint_is_scheduled_but_not_every_minute() -> None:
 
 def test_audit_runs_dbt() -> None:
     assert any(t.dbt_task is not None for t in _tasks(_parsed_jobs("audit")))
+
+
+def test_spark_query_move_runs_on_demand() -> None:
+    """Moving a streaming query is an operator's action: no schedule, no trigger."""
+    (job,) = _parsed_jobs("failover")
+    assert job.schedule is None and job.continuous is None and job.trigger is None
+    (task,) = _tasks([job])
+    params = list(task.python_wheel_task.parameters)
+    assert task.python_wheel_task.entry_point == "offset-ledger"
+    assert params[0] == "{{job.parameters.verb}}" and "--spark-checkpoint" in params
+    assert {p.name for p in job.parameters} == {"verb", "checkpoint", "from", "to"}
 
 
 def test_validate_is_a_wheel_job() -> None:

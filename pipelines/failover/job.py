@@ -13,6 +13,9 @@ Sequence (seconds, not MM2's 2 x (emit + sync intervals))::
       -> record one operation per group, all with the same ledger versions
       -> print the topics to subscribe to on Y and the offsets G resumes from
 
+``--spark-checkpoint PATH`` moves a Structured Streaming query instead, its checkpoint standing
+in for G's commits (:mod:`pipelines.failover.spark_query`).
+
 Invariants:
     * Nothing is written to Kafka or the ledger with ``--dry-run`` or when any check fails.
     * An untranslatable partition is reported, never replaced by a guessed offset: the
@@ -110,7 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="controlled failover with a cutoff: refuse while producers write, "
                              "wait until the groups read everything, cover the end offsets")
     parser.add_argument("--quiet-seconds", dest="quiet_s", type=float, default=5.0,
-                        help="with --cutoff: how long end offsets must stay still (default 5)")
+                        help="with --cutoff: how long end offsets must stay still; with "
+                             "--spark-checkpoint: how long the checkpoint must (default 5)")
     parser.add_argument("--disaster", action="store_true",
                         help="the source is gone: do not contact it, resume from the last "
                              "commits recorded in the ledger")

@@ -180,6 +180,21 @@ def successor(path: Path, target: str, now: dt.datetime) -> Path:
     return path.parent / f"{base_name(path)}-on-{target}-{now:%Y%m%dT%H%M%S}"
 
 
+def latest_resume(location: str | Path) -> dict | None:
+    """The newest resume document of the query checkpointed at ``location``, else ``None``.
+
+    What the query's own job starts with: ``location`` is its first checkpoint (or any
+    successor); the documents of every move sit beside it, named by UTC stamp. ``None``: the
+    query never moved, start it as usual.
+    """
+    path = location if isinstance(location, Path) else local_path(location)
+    base = base_name(path)
+    named = re.compile(re.escape(base) + r"-on-[A-Za-z0-9_]+-(\d{8}T\d{6})\.json$")
+    found = [(m.group(1), p) for p in path.parent.glob(f"{base}-on-*.json")
+             if (m := named.match(p.name))]
+    return json.loads(max(found)[1].read_text()) if found else None
+
+
 def resume_document(*, operation_id: str, kind: str, source: str, target: str,
                     checkpoint: Checkpoint, location: Path,
                     subscribe: list[list[str]], starting: list[offsets_json.Offsets],
