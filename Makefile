@@ -8,9 +8,9 @@ BIN    := $(VENV)/bin
 MVN    := mvn -q -B -s jvm/settings.xml
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test lint bench clean clusters-up clusters-down chromium
+.PHONY: setup demo test lint bench clean clusters-up clusters-down chromium prometheus
 
-setup: $(VENV)/.installed jars/.fetched chromium
+setup: $(VENV)/.installed jars/.fetched chromium prometheus
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,19 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$S apt-get install -y -qq \
 	  --no-install-recommends chromium >/dev/null; }
+
+# Prometheus, promtool and the Pushgateway for the metrics tests (Debian's packages; root or
+# sudo). Tests start their own servers on loopback ports: the Debian services are stopped and
+# disabled so that nothing is left listening on 9090/9091.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && \
+	  command -v prometheus-pushgateway >/dev/null 2>&1 || { \
+	  S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$S apt-get install -y -qq \
+	  --no-install-recommends prometheus prometheus-pushgateway >/dev/null; \
+	  for s in prometheus prometheus-pushgateway; do \
+	    $$S systemctl disable --now $$s >/dev/null 2>&1 || $$S service $$s stop >/dev/null 2>&1 || true; \
+	  done; }
 
 demo: setup
 	$(BIN)/offset-ledger demo

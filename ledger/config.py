@@ -163,6 +163,11 @@ class Config:
     embedded_data_dir: str = ".state/clusters"
     # Regexes (full match) of topic configs never copied to replicas (MM2's property name).
     config_properties_exclude: tuple[str, ...] = DEFAULT_CONFIG_PROPERTIES_EXCLUDE
+    # Prometheus metrics (pipelines.metrics): off unless set. ``host:port`` to serve /metrics
+    # on (a bare port listens on loopback), a Pushgateway URL, a node-exporter textfile.
+    metrics_address: str | None = None
+    metrics_pushgateway: str | None = None
+    metrics_textfile: str | None = None
     path: str | None = field(default=None, compare=False)
 
     @property
@@ -257,6 +262,31 @@ def _separator(v: Any) -> str:
     return v
 
 
+def parse_address(text: Any) -> tuple[str, int]:
+    """``"host:port"``, ``"[::1]:port"``, ``":port"`` or ``"port"`` -> ``(host, port)``;
+    the host defaults to loopback (a metrics port is opened to the network only on purpose)."""
+    value = str(text).strip()
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "", value
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected host:port or a port (1-65535), got {value!r}")
+    return host, int(port)
+
+
+def _address(v: Any) -> str:
+    host, port = parse_address(v)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _textfile(v: Any) -> str:
+    if not isinstance(v, str) or not v.endswith(".prom"):
+        raise ValueError("expected a path ending in .prom (node exporter's textfile collector "
+                         "reads only *.prom files)")
+    return v
+
+
 def _location(v: Any) -> str:
     if v not in ("source", "target"):
         raise ValueError("expected source or target")
@@ -286,6 +316,9 @@ _TOP_LEVEL = {
     "embedded.data.dir": ("embedded_data_dir", str),
     "emit.mm2.checkpoints.enabled": ("emit_mm2_checkpoints", _bool),
     "exactly.once.enabled": ("exactly_once_enabled", _bool),
+    "metrics.address": ("metrics_address", _address),
+    "metrics.pushgateway": ("metrics_pushgateway", _separator),
+    "metrics.textfile": ("metrics_textfile", _textfile),
     "config.properties.exclude": (
         "config_properties_exclude",
         lambda v: _patterns("config.properties.exclude",
@@ -420,6 +453,8 @@ def config_from_mapping(raw: Mapping[str, Any], path: str | None = None) -> Conf
         attr, parser = _TOP_LEVEL[key]
         kwargs[attr] = _parse(key, value, parser)
     base = Path(path).resolve().parent if path else Path.cwd()
+    if "metrics_textfile" in kwargs:
+        kwargs["metrics_textfile"] = str((base / kwargs["metrics_textfile"]).resolve())
     for attr in ("ledger_location", "streaming_checkpoint_location", "embedded_data_dir"):
         if attr in kwargs:
             kwargs[attr] = _resolve_location(kwargs[attr], base)

@@ -76,6 +76,8 @@ class CheckpointResult:
     source_commits: list[Commit] = field(default_factory=list)
     source_live: bool = True
     versions: dict[str, int] = field(default_factory=dict)
+    # The stores translated over, by sync flow (the metrics' group readiness reads their ends).
+    stores: dict[str, OffsetSyncStore] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -233,6 +235,7 @@ class Checkpointer:
             target_cluster=flow.target, now=now)
         existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
         result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)
+        result.stores = stores
         result.versions = {OFFSET_SYNCS: next(iter(stores.values())).version if stores
                            else self.ledger.version(OFFSET_SYNCS)}
         states_by_cluster = {**{(flow.source, g): st for g, st in states.items()},

@@ -16,8 +16,10 @@ import time
 from ledger.config import Config
 from ledger.errors import first_line
 from ledger.span_snapshots import refresh_if_behind
+from pipelines import metrics
 from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
 from pipelines.cli import add_flow_arguments, job_main
+from pipelines.metrics.observe import CheckpointObserver, group_readiness
 from pipelines.spark import get_spark
 
 
@@ -31,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sync.add_argument("--no-sync", dest="sync", action="store_false",
                       help="only record checkpoints")
     parser.add_argument("--max-passes", type=int, default=None, help=argparse.SUPPRESS)
+    metrics.add_arguments(parser)
 
 
 def summary(result: CheckpointResult) -> str:
@@ -64,6 +67,32 @@ def refresh_spans(checkpointer: Checkpointer, config: Config, flow: str) -> None
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    flow = config.flow(args.flow)
+    job_metrics = metrics.job_metrics("checkpoint", args, config, flow.source, flow.target,
+                                      once=args.once)
+    if job_metrics is None:
+        return _run(args, config, None)
+    with job_metrics:
+        observer = CheckpointObserver(
+            job_metrics.metrics, flow.source, flow.target,
+            interval_s=None if args.once else max(1, config.emit_checkpoints_interval_seconds),
+            on_update=job_metrics.exporter.publish)
+        return _run(args, config, observer)
+
+
+def _observe(observer: CheckpointObserver | None, config: Config, flow: str,
+             result: CheckpointResult, seconds: float) -> None:
+    if observer is None:
+        return
+    try:
+        readiness = group_readiness(config, config.flow(flow), result)
+    except Exception as exc:  # a metric is never a reason to stop checkpointing
+        log.warning("group readiness not measured: %s", first_line(exc))
+        readiness = {}
+    observer.pass_done(result, seconds, readiness)
+
+
+def _run(args: argparse.Namespace, config: Config, observer: CheckpointObserver | None) -> int:
     checkpointer = Checkpointer(get_spark("offset-ledger-checkpoint"), config)
     emit_every = max(1, config.emit_checkpoints_interval_seconds)
     sync_every = max(1, config.sync_group_offsets_interval_seconds)
@@ -76,6 +105,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         result = checkpointer.run(args.flow, groups=args.group, sync=do_sync)
         if do_sync:
             last_sync = started
+        _observe(observer, config, args.flow, result, time.monotonic() - started)
         print(summary(result), flush=True)
         refresh_spans(checkpointer, config, args.flow)
         passes += 1

@@ -61,7 +61,10 @@ from typing import Any
 
 from ledger.config import Config, load_config
 from ledger.errors import OffsetLedgerError
+from ledger.policy import ReplicationPolicy
+from pipelines import metrics
 from pipelines.cli import add_flow_arguments, job_main
+from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
 from pipelines.replicate import executors, plan
 from pipelines.replicate.recorder import ReplicationError
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
@@ -91,7 +94,8 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
                    max_records_per_batch: int | None = None,
                    until: Mapping[TP, int] | None = None,
                    until_timeout_s: float = DEFAULT_UNTIL_TIMEOUT_S,
-                   executor: str = "auto", ledger_writes: str = "auto") -> ReplicationResult:
+                   executor: str = "auto", ledger_writes: str = "auto",
+                   observer: ReplicationObserver | None = None) -> ReplicationResult:
     """Replicate what the flow's source topics hold now, record the runs, and return.
 
     ``spark=None`` starts a session only when there is something to copy, and only if the
@@ -107,18 +111,21 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
     to ``until_timeout_s`` for offsets the source has not reached yet; ``result.caught_up`` says
     whether they were reached. Raises an :class:`OffsetLedgerError` subclass for an unknown
     flow, an unreachable cluster, a missing literally named topic, or a failed ledger write; a
-    topic that cannot be replicated is in ``result.errors``.
+    topic that cannot be replicated is in ``result.errors``. ``observer`` (metrics) sees each
+    recorded batch, the end offsets measured, and the positions at the end.
     """
     started = time.perf_counter()
     replicator = FlowReplicator(spark, config, flow_name,
                                 max_records_per_batch=max_records_per_batch, executor=executor,
                                 ledger_writes=ledger_writes)
+    _attach(observer, replicator)
     try:
         replicator.refresh()
         if until is None:
-            ends = replicator.end_offsets()
+            ends, measured_at = replicator.end_offsets(), time.time()
             while replicator.run_batch(ends, ends):
                 pass
+            _observe(observer, replicator, ends, measured_at)
             goal = {tp: ends[tp] for tp in ends if tp in replicator.positions}
             replicator.result.caught_up = not replicator.broken and all(
                 replicator.positions[tp] >= o for tp, o in goal.items())
@@ -157,7 +164,8 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
                            executor: str = "auto", mode: str = "stream",
                            commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
                            exactly_once: bool | None = None,
-                           on_commit: Observer | None = None) -> ReplicationResult:
+                           on_commit: Observer | None = None,
+                           observer: ReplicationObserver | None = None) -> ReplicationResult:
     """Run the flow until stopped (``stop`` set, or the process ends).
 
     ``mode="stream"`` (default): long-running copy tasks copy records as they arrive and the
@@ -170,16 +178,19 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
     (or at once while the previous batch was cut by its bounds).
 
     In both, every ``refresh_s`` the configuration file is read again (allowlists), topics are
-    re-selected and replicas created, grown and configured.
+    re-selected and replicas created, grown and configured. ``observer`` (metrics) sees every
+    recorded commit or batch and every measurement of the source's end offsets.
     """
     stop = stop or threading.Event()
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if mode == "stream":
+        observers = [o for o in (on_commit, observer and observer.commit_recorded) if o]
         streamer = StreamingReplicator(spark, config, flow_name,
                                        commit_interval_s=commit_interval_s,
                                        exactly_once=exactly_once, executor=executor,
-                                       observers=[on_commit] if on_commit else None)
+                                       observers=observers)
+        _attach(observer, streamer.r)
         try:
             streamer.run(stop, interval_s=interval_s, refresh_s=refresh_s, reload=_reload)
         finally:
@@ -187,6 +198,7 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
         return streamer.result
     replicator = FlowReplicator(spark, config, flow_name,
                                 max_records_per_batch=max_records_per_batch, executor=executor)
+    _attach(observer, replicator)
     next_refresh = 0.0
     try:
         while not stop.is_set():
@@ -204,6 +216,22 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
     finally:
         replicator.close()
     return replicator.result
+
+
+def _attach(observer: ReplicationObserver | None, replicator: FlowReplicator) -> None:
+    """Batches recorded and end offsets measured reach ``observer`` (both modes)."""
+    if observer is not None:
+        replicator.on_recorded = observer.batch_recorded
+        replicator.on_measured = lambda ends, at: _observe(observer, replicator, ends, at)
+
+
+def _observe(observer: ReplicationObserver | None, replicator: FlowReplicator,
+             ends: Mapping[TP, int], measured_at: float) -> None:
+    if observer is None:
+        return
+    sync = replicator.result.topic_sync
+    observer.measured(ends, replicator.positions, set_aside_reasons(
+        replicator.broken, replicator.refused, sync.errors if sync else {}), measured_at)
 
 
 def _reload(config: Config) -> Config:
@@ -253,15 +281,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where copy tasks run: spark (Spark tasks), local (worker "
                              "processes of this driver, no JVM), or auto (default: local where "
                              "Spark's master would be local, else spark)")
+    metrics.add_arguments(parser)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    config.flow(args.flow)  # an unknown flow fails before a JVM starts
+    flow = config.flow(args.flow)  # an unknown flow fails before a JVM starts
+    job_metrics = metrics.job_metrics("replicate", args, config, flow.source, flow.target,
+                                      once=args.once)
+    if job_metrics is None:
+        return _run(args, config, None)
+    with job_metrics:
+        policy = ReplicationPolicy.from_config(config)
+        observer = ReplicationObserver(
+            job_metrics.metrics, flow.source, flow.target,
+            interval_s=None if args.once else args.interval,
+            replica_name=lambda topic: policy.remote_topic(flow.source, topic),
+            on_update=job_metrics.exporter.publish)
+        return _run(args, config, observer)
+
+
+def _run(args: argparse.Namespace, config: Config, observer: ReplicationObserver | None) -> int:
     # Both modes start Spark (FlowReplicator.session) only once there is something to copy.
     if args.once:
         result = replicate_once(None, config, args.flow,
                                 max_records_per_batch=args.max_records_per_batch,
-                                executor=args.executor)
+                                executor=args.executor, observer=observer)
         print(f"flow {result.flow}: {len(result.topics)} topic(s), {result.batches} batch(es), "
               f"{result.records_copied} record(s) copied, {result.runs_written} run(s) "
               f"recorded in {result.wall_seconds:.1f}s (copy {result.copy_seconds:.1f}s, "
@@ -282,7 +326,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                                         max_records_per_batch=args.max_records_per_batch,
                                         stop=stop, executor=args.executor, mode=args.mode,
                                         commit_interval_s=args.commit_interval,
-                                        exactly_once=args.exactly_once)
+                                        exactly_once=args.exactly_once, observer=observer)
     finally:
         restore()
     wall = time.perf_counter() - started

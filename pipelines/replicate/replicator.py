@@ -26,7 +26,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from ledger.config import Config, FlowConfig
 from ledger.records import ProgressRecord
 from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
 from pipelines import kafka_admin
+from pipelines.metrics.observe import Delivery, RecordedBatch
 from pipelines.mm2 import heartbeats
 from pipelines.replicate import continuity, executors, plan, sink, source, state, topics
 from pipelines.replicate.recorder import LedgerRecorder
@@ -94,6 +95,11 @@ class FlowReplicator:
         self.tails: dict[TP, plan.RecordedTail] = {}
         self.replicas: dict[str, str] = {}
         self.broken: dict[str, str] = {}
+        self.refused: set[str] = set()  # of ``broken``: sources that no longer hold the copy
+        # Metrics: after each batch recorded by run_batch, and after each end-offset reading
+        # (``ends``, Unix time), in both modes.
+        self.on_recorded: Callable[[RecordedBatch], None] | None = None
+        self.on_measured: Callable[[Mapping[TP, int], float], None] | None = None
         self.last_batch = -1
         self.last_written_at: dt.datetime | None = None
         self.recorder = LedgerRecorder(config.ledger_location, self.flow.name, self.session,
@@ -136,6 +142,7 @@ class FlowReplicator:
         report = topics.ensure_replicas(self.config, self.flow, plans)
         self.heartbeat()
         self.broken = dict(report.errors)
+        self.refused = set()
         healthy = [p for p in plans if p.topic not in self.broken]
         self.result.topics = plans
         self.result.topic_sync = report
@@ -193,8 +200,11 @@ class FlowReplicator:
                             f"to {self.replicas[t]}[{p}] at offset {d}")
 
     def end_offsets(self) -> dict[TP, int]:
-        return source.list_offsets(self.config.cluster(self.flow.source), self.positions,
+        ends = source.list_offsets(self.config.cluster(self.flow.source), self.positions,
                                    "latest")
+        if self.on_measured is not None:
+            self.on_measured(ends, time.time())
+        return ends
 
     # --- one batch ---------------------------------------------------------------------------
 
@@ -220,7 +230,9 @@ class FlowReplicator:
             groups, source.consumer_config(self.config.cluster(self.flow.source).properties),
             sink.producer_config(self.config.cluster(self.flow.target).properties),
             self.max_bytes, f"offset-ledger replicate {self.flow.name}: {len(ranges)} range(s)")
-        self.result.copy_seconds += time.perf_counter() - started
+        copy_seconds = time.perf_counter() - started
+        self.result.copy_seconds += copy_seconds
+        copied_at = time.time()
         summaries: list[PartitionSummary] = []
         for r in results:
             if r.error is not None:
@@ -233,7 +245,14 @@ class FlowReplicator:
             elif r.summary is not None:
                 summaries.append(r.summary)
         if summaries:
+            recording = time.perf_counter()
             self._record(summaries, ends)
+            if self.on_recorded is not None:
+                self.on_recorded(RecordedBatch(
+                    tuple(Delivery(r.range.topic, r.range.replica_topic, r.range.partition,
+                                   r.summary.records, r.bytes, r.summary.newest_timestamp_ms)
+                          for r in results if r.error is None and r.summary is not None),
+                    copy_seconds, time.perf_counter() - recording, copied_at, time.time()))
         for r in results:  # after the append: positions never lead the ledger
             if r.error is None:
                 self.positions[r.range.key] = max(self.positions[r.range.key], r.position)
@@ -263,6 +282,7 @@ class FlowReplicator:
             f"recreates it), or remove the topic from the flow")
         log.error("flow %s: %s", self.flow.name, message)
         self.broken[topic] = message
+        self.refused.add(topic)
         self.result.errors[topic] = message
 
     def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:

@@ -39,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", action="append", default=[], metavar="G",
                         help="also show this consumer group and whether it can move "
                              "(repeatable)")
-    parser.add_argument("--format", choices=["table", "json"], default="table")
+    parser.add_argument("--format", choices=["table", "json", "prometheus"], default="table",
+                        help="table for people, json for tools, prometheus for a "
+                             "node-exporter textfile (docs/metrics.md)")
     parser.add_argument("--watch", type=float, default=None, metavar="S",
                         help="print again every S seconds until interrupted")
     parser.add_argument("--groups-only", action="store_true",
@@ -98,6 +100,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     groups_only = getattr(args, "groups_only", False)
 
     from ledger.tables import Ledger
+    from pipelines.metrics.status import to_prometheus
     from pipelines.spark import get_spark
     from pipelines.status.render import to_json, to_table
 
@@ -111,10 +114,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
             report = gather_report(config, ledger, flows, groups, groups_only)
             code = report.exit_code
             print(to_json(report, one_line=watch is not None) if fmt == "json"
+                  else to_prometheus(report) if fmt == "prometheus"
                   else to_table(report), flush=True)
             if watch is None:
                 return code
-            if fmt != "json":
+            if fmt == "table":
                 print(flush=True)
             time.sleep(watch)  # the user's refresh interval, not synchronisation
     except KeyboardInterrupt:
