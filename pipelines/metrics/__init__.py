@@ -10,7 +10,14 @@ package registers nothing and starts nothing.
 """
 
 from pipelines.metrics.definitions import Metrics
-from pipelines.metrics.export import Exporter, Settings, add_arguments, settings
+from pipelines.metrics.export import (
+    Exporter,
+    JobMetrics,
+    Settings,
+    add_arguments,
+    job_metrics,
+    settings,
+)
 from pipelines.metrics.observe import (
     CheckpointObserver,
     Delivery,
@@ -19,5 +26,6 @@ from pipelines.metrics.observe import (
     group_readiness,
 )
 
-__all__ = ["CheckpointObserver", "Delivery", "Exporter", "Metrics", "RecordedBatch",
-           "ReplicationObserver", "Settings", "add_arguments", "group_readiness", "settings"]
+__all__ = ["CheckpointObserver", "Delivery", "Exporter", "JobMetrics", "Metrics", "RecordedBatch",
+           "ReplicationObserver", "Settings", "add_arguments", "group_readiness", "job_metrics",
+           "settings"]

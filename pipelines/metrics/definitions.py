@@ -57,7 +57,7 @@ DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 12
 
 
 class Metrics:
-    """The metric families of one process (``job``: replicate, checkpoint or status)."""
+    """The metric families of one process (``job``, the verb: replicate, checkpoint, status)."""
 
     def __init__(self, job: str, *, process_collectors: bool = True) -> None:
         self.job = job
@@ -196,10 +196,12 @@ class Metrics:
         # --- the process -------------------------------------------------------------------
         self.errors = counter(
             "errors", "Errors the process logged, by logger (a copy, a ledger write, a "
-            "heartbeat, a configuration reload ...)", ("job", "logger"))
+            "heartbeat, a configuration reload ...)", ("verb", "logger"))
         self.warnings = counter(
-            "warnings", "Warnings the process logged, by logger", ("job", "logger"))
-        self.info = gauge("job_info", "1, with the job this process runs", ("job", "version"))
+            "warnings", "Warnings the process logged, by logger", ("verb", "logger"))
+        # ``verb``, not ``job``: Prometheus owns the ``job`` label (the scrape job).
+        self.info = gauge("info", "1, with the verb this process runs and the version",
+                          ("verb", "version"))
         self.info.labels(job, _version()).set(1)
         self._log_handler = _CountingHandler(self)
         self._counted: list[str] = []

@@ -133,3 +133,30 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str,
     extra = f"\n{context()}" if context else ""
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})"
                          f"{extra}")
+
+
+class Job:
+    """An ``offset-ledger`` verb running as its own process (as a service would run it)."""
+
+    def __init__(self, argv: list[str], log: Path, env: dict[str, str], cwd: Path) -> None:
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                         cwd=cwd, preexec_fn=_die_with_parent)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> int:
+        """SIGTERM (a replicate records its current batch first); kill after 60 s."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode

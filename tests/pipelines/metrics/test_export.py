@@ -123,7 +123,7 @@ def test_the_textfile_is_replaced_atomically(tmp_path):
     finally:
         stop.set()
         reader.join()
-    assert seen and all(text.endswith("\n") and "offset_ledger_job_info" in text
+    assert seen and all(text.endswith("\n") and "offset_ledger_info" in text
                         for text in seen)
     assert [p.name for p in tmp_path.iterdir()] == ["offset_ledger.prom"]  # no temp left
     final = values(path.read_text())

@@ -57,8 +57,8 @@ def test_each_metrics_object_has_its_own_registry_and_nothing_is_global():
     assert ("offset_ledger_replication_records_total",
             tuple(sorted(PART.items()))) not in samples(b)
     assert set(REGISTRY._names_to_collectors) == before
-    [info] = [dict(k[1]) for k in samples(a) if k[0] == "offset_ledger_job_info"]
-    assert info["job"] == "replicate" and info["version"]
+    [info] = [dict(k[1]) for k in samples(a) if k[0] == "offset_ledger_info"]
+    assert info["verb"] == "replicate" and info["version"]
 
 
 def test_a_recorded_batch_counts_records_bytes_latency_and_the_commit():
@@ -199,7 +199,7 @@ def test_logged_errors_and_warnings_are_counted_per_logger():
     finally:
         m.close()
     logging.getLogger("pipelines.replicate.replicator").error("after close: not counted")
-    assert value(m, "offset_ledger_errors_total", job="replicate",
+    assert value(m, "offset_ledger_errors_total", verb="replicate",
                  logger="pipelines.replicate.replicator") == 1
-    assert value(m, "offset_ledger_warnings_total", job="replicate",
+    assert value(m, "offset_ledger_warnings_total", verb="replicate",
                  logger="ledger.commits") == 1
