@@ -18,8 +18,9 @@ Time arithmetic of one partition, on the replicator's clock (RPO) and the record
 Invariants:
     * Only recorded copies count (records, bytes, latency): a copy the ledger did not record is
       a duplicate-to-be, not progress.
-    * A partition of a topic set aside keeps its last end/recorded offsets and its coverage
-      time, so its RPO keeps growing; partitions no longer selected are removed.
+    * A partition of a topic set aside keeps its recorded offset and its coverage time while
+      its end offset is still measured, so its lag and RPO keep growing; partitions no longer
+      selected are removed.
 """
 
 from __future__ import annotations
@@ -152,10 +153,11 @@ class ReplicationObserver:
         at = self.clock() if at is None else at
         try:
             for tp, end in ends.items():
-                if tp not in recorded:
+                if tp not in recorded and (tp not in self.parts or tp[0] not in set_aside):
                     continue
                 part = self.parts.setdefault(tp, _Partition())
-                part.end, part.recorded = end, recorded[tp]
+                # A partition set aside keeps its last recorded offset: its lag grows.
+                part.end, part.recorded = end, recorded.get(tp, part.recorded)
                 if end <= part.recorded:
                     part.covered_at = at
                 self._export(tp, part)
@@ -169,6 +171,12 @@ class ReplicationObserver:
             log.warning("replication metrics not updated: %s", exc)
         if self.on_update is not None:
             self.on_update()
+
+    def aside(self, set_aside: Mapping[str, str]) -> list[TP]:
+        """Known partitions of the topics in ``set_aside``: the job measures their end offsets
+        too, so that their lag and RPO keep growing while nothing is copied."""
+        return [tp for tp, part in self.parts.items()
+                if tp[0] in set_aside and part.recorded is not None]
 
     def _export(self, tp: TP, part: _Partition) -> None:
         labels = self._labels(*tp)

@@ -60,12 +60,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ledger.config import Config, load_config
-from ledger.errors import OffsetLedgerError
+from ledger.errors import OffsetLedgerError, first_line
 from ledger.policy import ReplicationPolicy
 from pipelines import metrics
 from pipelines.cli import add_flow_arguments, job_main
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
-from pipelines.replicate import executors, plan
+from pipelines.replicate import executors, plan, source
 from pipelines.replicate.recorder import ReplicationError
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
 from pipelines.replicate.streaming import (
@@ -230,8 +230,14 @@ def _observe(observer: ReplicationObserver | None, replicator: FlowReplicator,
     if observer is None:
         return
     sync = replicator.result.topic_sync
-    observer.measured(ends, replicator.positions, set_aside_reasons(
-        replicator.broken, replicator.refused, sync.errors if sync else {}), measured_at)
+    aside = set_aside_reasons(replicator.broken, replicator.refused, sync.errors if sync else {})
+    if observer.aside(aside):
+        try:  # topics set aside: their end offsets too, so that their lag keeps growing
+            ends = {**source.list_offsets(replicator.config.cluster(replicator.flow.source),
+                                          observer.aside(aside), "latest"), **ends}
+        except Exception as exc:
+            log.warning("end offsets of topics set aside not read: %s", first_line(exc))
+    observer.measured(ends, replicator.positions, aside, measured_at)
 
 
 def _reload(config: Config) -> Config:

@@ -125,11 +125,14 @@ def test_a_topic_set_aside_is_exported_with_its_reason_and_keeps_its_growing_rpo
     obs = observer(clock)
     tp, other = ("Payments", 0), ("Orders", 0)
     obs.measured({tp: 10, other: 4}, {tp: 10, other: 4}, {}, at=1_000.0)
-    # Orders is refused: its positions are gone from the replicator.
-    obs.measured({tp: 10}, {tp: 10}, {"Orders": REFUSED}, at=1_010.0)
+    # Orders is refused: its positions are gone from the replicator; the job still reads the
+    # end offsets of the partitions the observer names.
+    assert obs.aside({"Orders": REFUSED}) == [other]
+    obs.measured({tp: 10, other: 9}, {tp: 10}, {"Orders": REFUSED}, at=1_010.0)
     clock.now = 1_100.0
     m = obs.m
     orders = {**PART, "topic": "P.Orders", "source_topic": "Orders"}
+    assert value(m, "offset_ledger_replication_lag_records", **orders) == 5
     flag = {"source": "P", "target": "B", "topic": "P.Orders", "source_topic": "Orders"}
     assert value(m, "offset_ledger_topic_not_replicated", **flag, reason="refused") == 1
     assert value(m, "offset_ledger_replication_rpo_seconds", **orders) == 100
@@ -203,3 +206,27 @@ def test_logged_errors_and_warnings_are_counted_per_logger():
                  logger="pipelines.replicate.replicator") == 1
     assert value(m, "offset_ledger_warnings_total", verb="replicate",
                  logger="ledger.commits") == 1
+
+
+def test_a_streaming_commit_counts_its_reports():
+    from ledger.translation import Run
+    from pipelines.replicate.channel import Delivered, RecordedCommit
+
+    clock = Clock(1_000.0)
+    obs = observer(clock)
+    report = Delivered("Payments", "P.Payments", 0, start=10, runs=(Run(10, 0, 4),), position=14,
+                       records=4, bytes=400, newest_timestamp_ms=990_000,
+                       delivered_at_ms=994_000, latency_max_ms=3_000, latency_sum_ms=8_000)
+    obs.commit_recorded(RecordedCommit(7, dt.datetime.fromtimestamp(995.0, dt.UTC), [report]))
+    m = obs.m
+    assert value(m, "offset_ledger_replication_records_total", **PART) == 4
+    assert value(m, "offset_ledger_replication_bytes_total", **PART) == 400
+    # Latency: the report's mean (record timestamp -> delivery), once per report.
+    assert value(m, "offset_ledger_replication_latency_seconds_sum", **PART) == 2.0
+    assert value(m, "offset_ledger_replication_latency_seconds_count", **PART) == 1
+    assert value(m, "offset_ledger_replication_record_age_seconds", **PART) == 4.0
+    flow = {"source": "P", "target": "B"}
+    assert value(m, "offset_ledger_ledger_commits_total", **flow) == 1
+    assert value(m, "offset_ledger_ledger_last_commit_timestamp_seconds", **flow) == 995.0
+    # No durations measured for a streaming commit: none observed (never a fake 0).
+    assert not any(k[0].startswith("offset_ledger_ledger_commit_duration") for k in samples(m))
