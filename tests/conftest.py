@@ -43,6 +43,7 @@ LONGEST_FIRST = (
     "tests/pipelines/replicate/test_restart.py",
     "tests/e2e/test_reference_scenario.py",
     "tests/e2e/test_disaster_failover.py",
+    "tests/e2e/test_spark_query_failover.py",
 )
 
 

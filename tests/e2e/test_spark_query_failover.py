@@ -139,7 +139,15 @@ def test_streaming_query_fails_over_and_back_exactly(spark, make_config, unique,
 
     # 4. Failback: P.T reverse-checkpointed into P's T, B's T forward into P's B.T.
     replicate_once(spark, config, "B->P")  # what a running replicate job does meanwhile
+    ledger = Ledger(spark, config.ledger_location)
+    rows = {name: ledger.read(name).count() for name in (OPERATIONS, RESUME_POINTS)}
+    files = sorted(p.name for p in first.parent.iterdir())
+    dry = move(config, capsys, "failback", second, "B", "P", "--dry-run")
+    assert dry["dry_run"] is True
+    assert sorted(p.name for p in first.parent.iterdir()) == files  # nothing written
+    assert {name: ledger.read(name).count() for name in rows} == rows
     back = move(config, capsys, "failback", second, "B", "P")
+    assert back["startingOffsets"] == dry["startingOffsets"]
     assert back["subscribe"] == f"B.{topic},{topic}"
     assert json.loads(back["startingOffsets"]) == {f"B.{topic}": {"0": 15, "1": 15},
                                                    topic: {"0": 50, "1": 50}}
@@ -159,7 +167,6 @@ def test_streaming_query_fails_over_and_back_exactly(spark, make_config, unique,
     assert sum(counts.values()) == len(produced) == 57 + 40 + 30 + 20
 
     # The ledger holds both operations, their resume points being the startingOffsets.
-    ledger = Ledger(spark, config.ledger_location)
     ops = ledger.read(OPERATIONS).where(F.col("group_id") == "spark:payments").collect()
     assert sorted(o["kind"] for o in ops) == ["failback", "failover"]
     assert all(str(first) in o["message"] or str(second) in o["message"] for o in ops)
