@@ -61,7 +61,9 @@ EXAMPLES: dict[str, str] = {
                 "  offset-ledger failover --group G --from P --to B --disaster\n"
                 "  offset-ledger failover --spark-checkpoint /data/chk/payments --from P --to B "
                 "--catch-up",
-    "failback": "offset-ledger failback --group G --from B --to P --catch-up",
+    "failback": "offset-ledger failback --group G --from B --to P --catch-up\n"
+                "  offset-ledger failback --spark-checkpoint /data/chk/payments-on-B-20261125T0315"
+                "00 --from B --to P",
     "status": "offset-ledger status --flow 'P->B' --group G",
     "audit": "offset-ledger audit --group G --format html --output audit.html",
     "validate": "offset-ledger validate --format json",

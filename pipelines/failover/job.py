@@ -113,8 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="controlled failover with a cutoff: refuse while producers write, "
                              "wait until the groups read everything, cover the end offsets")
     parser.add_argument("--quiet-seconds", dest="quiet_s", type=float, default=5.0,
-                        help="with --cutoff: how long end offsets must stay still; with "
-                             "--spark-checkpoint: how long the checkpoint must (default 5)")
+                        help="how long end offsets (--cutoff) or the query's checkpoint "
+                             "(--spark-checkpoint) must stay unchanged (default 5)")
     parser.add_argument("--disaster", action="store_true",
                         help="the source is gone: do not contact it, resume from the last "
                              "commits recorded in the ledger")
