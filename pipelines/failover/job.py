@@ -230,10 +230,17 @@ class Mover:
 
     def catch_up(self, gaps: list[Gap], timeout: float) -> None:
         from pipelines.replicate.job import replicate_once
+        from pipelines.replicate.streaming import streamed
 
         forward: dict[str, dict[tuple[str, int], int]] = {}
         whole: set[str] = set()
+        # A flow a streaming job replicates is recorded every commit interval: wait for it.
+        live = {f for f in {g.need.sync_flow for g in gaps} if streamed(self.config, f)}
+        if live:
+            time.sleep(0.5)  # polling the ledger for a condition, with a deadline
         for g in gaps:
+            if g.need.sync_flow in live:
+                continue
             n = g.need
             if n.direction == FORWARD:
                 forward.setdefault(n.sync_flow, {})[(n.topic, n.partition)] = n.offset

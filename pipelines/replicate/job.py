@@ -73,6 +73,7 @@ from pipelines.replicate.streaming import (
     LeaseError,
     Observer,
     StreamingReplicator,
+    streamed,
 )
 
 __all__ = ["FlowReplicator", "LeaseError", "ReplicationError", "ReplicationResult", "main",
@@ -110,10 +111,16 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
     recorded runs (transaction markers and aborted records passed) reach the offsets, waiting up
     to ``until_timeout_s`` for offsets the source has not reached yet; ``result.caught_up`` says
     whether they were reached. Raises an :class:`OffsetLedgerError` subclass for an unknown
-    flow, an unreachable cluster, a missing literally named topic, or a failed ledger write; a
-    topic that cannot be replicated is in ``result.errors``. ``observer`` (metrics) sees each
-    recorded batch, the end offsets measured, and the positions at the end.
+    flow, an unreachable cluster, a missing literally named topic, a failed ledger write, or a
+    flow that a streaming job replicates now (:class:`LeaseError`); a topic that cannot be
+    replicated is in ``result.errors``. ``observer`` (metrics) sees each recorded batch, the
+    end offsets measured, and the positions at the end.
     """
+    if streamed(config, flow_name):
+        # A second copy of the same records would interleave with the stream's in the replica.
+        raise LeaseError(f"flow {flow_name} is streamed by a running `offset-ledger replicate` "
+                         f"job: it records its runs every commit interval; a --once pass now "
+                         f"would copy the same records again")
     started = time.perf_counter()
     replicator = FlowReplicator(spark, config, flow_name,
                                 max_records_per_batch=max_records_per_batch, executor=executor,

@@ -547,6 +547,20 @@ class StreamingReplicator:
             self.r.close()
 
 
+def streamed(config: Config, flow_name: str) -> bool:
+    """Whether a streaming replicate job runs for the flow (its driver's group has members).
+
+    A driver killed with -9 counts for one session timeout (10 s) more.
+    """
+    flow = config.flow(flow_name)
+    try:
+        info = kafka_admin.describe_group(config.cluster(flow.target),
+                                          channel.group_name(flow.source, flow.target))
+    except OffsetLedgerError:
+        return False  # the target cannot tell: a copy would fail on it anyway
+    return info.members > 0
+
+
 def _slot_of(task: str) -> int | None:
     try:
         return int(task.split("/")[1])
