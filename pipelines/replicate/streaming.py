@@ -99,6 +99,9 @@ class StreamingReplicator:
         self._early: list[Any] = []
         self._lease = threading.Event()
         self._lost_lease = False
+        self._client_id = f"offset-ledger-replicate.{self.r.result.run_id}"
+        self._mismatches = 0
+        self._revoked_at = 0.0
         self.workers: LocalStreams | SparkStreams | None = None
 
     @property
@@ -124,6 +127,7 @@ class StreamingReplicator:
             # driver of the flow fences the first, which stops); cooperative rebalancing keeps
             # partition 0 where it is while other members come and go.
             "group.instance.id": self.group, "session.timeout.ms": 10_000,
+            "client.id": self._client_id,
             "partition.assignment.strategy": "cooperative-sticky",
             "error_cb": self._on_error, "log_level": 3}))
         self._consumer.subscribe([self.topic], on_assign=self._on_assign,
@@ -145,16 +149,19 @@ class StreamingReplicator:
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         if any(p.partition == channel.RUNS_PARTITION for p in partitions):
             self._lease.set()
+            self._mismatches = 0
 
     def _on_error(self, err: Any) -> None:
-        if err.fatal() or err.name() == "FENCED_INSTANCE_ID":
+        if err.fatal() or err.code() == _fenced_code():
             log.error("flow %s: runs channel consumer: %s", self.r.flow.name, err.str())
             self._lost_lease = True
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        if self._lease.is_set() and any(p.partition == channel.RUNS_PARTITION
-                                        for p in partitions):
-            self._lost_lease = True
+        # A rebalance (a coordinator moving, a broker restarting) may take partition 0 away and
+        # give it back: lost only if it stays away (``run``) or another member holds it.
+        if any(p.partition == channel.RUNS_PARTITION for p in partitions):
+            self._lease.clear()
+            self._revoked_at = time.monotonic()
 
     def _check_lease(self) -> None:
         """Whether this driver still holds the runs partition (a newer driver fences it)."""
@@ -166,11 +173,15 @@ class StreamingReplicator:
         except Exception as exc:  # unreachable for now: the next tick asks again
             log.warning("flow %s: lease not checked: %s", self.r.flow.name, exc)
             return
-        holders = [m.member_id for m in desc.members if m.assignment and any(
+        # By client id (one per driver run): member ids change when a member rejoins.
+        holders = [m.client_id for m in desc.members if m.assignment and any(
             tp.topic == self.topic and tp.partition == channel.RUNS_PARTITION
             for tp in m.assignment.topic_partitions)]
-        if holders and self._consumer.memberid() not in holders:
-            self._lost_lease = True
+        if holders and self._client_id not in holders:
+            self._mismatches += 1  # twice in a row: not a rejoin seen half way
+            self._lost_lease = self._mismatches >= 2
+        else:
+            self._mismatches = 0
 
     def _slots(self) -> int:
         return self._workers().slots
@@ -288,6 +299,8 @@ class StreamingReplicator:
         while not stop.is_set():
             self._poll(0.1)
             now = time.monotonic()
+            if not self._lease.is_set() and now - self._revoked_at > LEASE_TIMEOUT_S:
+                self._lost_lease = True
             if self._lost_lease:
                 raise LeaseError(f"flow {self.r.flow.name}: the runs channel lease was lost "
                                  f"(another job took group {self.group}): stopping")
@@ -559,6 +572,12 @@ def streamed(config: Config, flow_name: str) -> bool:
     except OffsetLedgerError:
         return False  # the target cannot tell: a copy would fail on it anyway
     return info.members > 0
+
+
+def _fenced_code() -> int:
+    from confluent_kafka import KafkaError
+
+    return KafkaError.FENCED_INSTANCE_ID
 
 
 def _slot_of(task: str) -> int | None:
