@@ -90,6 +90,7 @@ class StreamingReplicator:
         self.floors: dict[TP, int] = {}  # start of a partition's first task, if no tail
         self.pending: list[channel.Delivered] = []
         self.commits = 0
+        self.recorded_to = 0  # the channel offset up to which everything is in Delta
         self.consumed_to = 0
         self.failures: dict[int, int] = {}  # slot -> consecutive failed starts
         self.restart_at: dict[int, tuple[float, list[TP]]] = {}
@@ -100,7 +101,6 @@ class StreamingReplicator:
         self._lease = threading.Event()
         self._lost_lease = False
         self._client_id = f"offset-ledger-replicate.{self.r.result.run_id}"
-        self._mismatches = 0
         self._revoked_at = 0.0
         self.workers: LocalStreams | SparkStreams | None = None
 
@@ -149,7 +149,6 @@ class StreamingReplicator:
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         if any(p.partition == channel.RUNS_PARTITION for p in partitions):
             self._lease.set()
-            self._mismatches = 0
 
     def _on_error(self, err: Any) -> None:
         if err.fatal() or err.code() == _fenced_code():
@@ -164,24 +163,14 @@ class StreamingReplicator:
             self._revoked_at = time.monotonic()
 
     def _check_lease(self) -> None:
-        """Whether this driver still holds the runs partition (a newer driver fences it)."""
-        target = self.r.config.cluster(self.r.flow.target)
+        """Whether this driver still holds the runs partition: a newer driver of the flow (same
+        static group member) fences it, and its next offset commit says so."""
+        from confluent_kafka import KafkaException
+
         try:
-            client = kafka_admin.admin(target)  # must outlive the future
-            desc = client.describe_consumer_groups([self.group])[self.group].result(
-                timeout=kafka_admin.RESULT_TIMEOUT_S)
-        except Exception as exc:  # unreachable for now: the next tick asks again
-            log.warning("flow %s: lease not checked: %s", self.r.flow.name, exc)
-            return
-        # By client id (one per driver run): member ids change when a member rejoins.
-        holders = [m.client_id for m in desc.members if m.assignment and any(
-            tp.topic == self.topic and tp.partition == channel.RUNS_PARTITION
-            for tp in m.assignment.topic_partitions)]
-        if holders and self._client_id not in holders:
-            self._mismatches += 1  # twice in a row: not a rejoin seen half way
-            self._lost_lease = self._mismatches >= 2
-        else:
-            self._mismatches = 0
+            self._commit_channel_offset(raise_fenced=True)
+        except KafkaException:
+            self._lost_lease = True
 
     def _slots(self) -> int:
         return self._workers().slots
@@ -389,16 +378,24 @@ class StreamingReplicator:
             except Exception as exc:  # an observer never stops replication
                 log.warning("flow %s: commit observer failed: %s", self.r.flow.name, exc)
 
-    def _commit_channel_offset(self) -> None:
-        from confluent_kafka import TopicPartition
+    def _commit_channel_offset(self, raise_fenced: bool = False) -> None:
+        """Commit where Delta is recorded up to in the channel (a hint for the catch-up)."""
+        from confluent_kafka import KafkaException, TopicPartition
 
-        if self.consumed_to:
-            try:
-                self._consumer.commit(offsets=[TopicPartition(
-                    self.topic, channel.RUNS_PARTITION, self.consumed_to)], asynchronous=False)
-            except Exception as exc:  # only a hint: Delta is right, a restart reads more
-                log.warning("flow %s: runs channel offset not committed: %s",
-                            self.r.flow.name, exc)
+        if not self.pending:
+            self.recorded_to = self.consumed_to  # everything consumed is recorded or refused
+        if not self.recorded_to:
+            return
+        try:
+            self._consumer.commit(offsets=[TopicPartition(
+                self.topic, channel.RUNS_PARTITION, self.recorded_to)], asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if raise_fenced and err is not None and err.code() == _fenced_code():
+                raise
+            # Only a hint: Delta is right, a restart reads more of the channel.
+            log.warning("flow %s: runs channel offset not committed: %s", self.r.flow.name,
+                        err.str() if err is not None else exc)
 
     # --- tasks ---------------------------------------------------------------------------
 
