@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -41,6 +42,12 @@ CONSUMER_REQUIRED: dict[str, Any] = {
 }
 
 
+RETRY_S = 30.0
+RETRIABLE = frozenset({"NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION",
+                       "LEADER_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE", "UNKNOWN_LEADER_EPOCH",
+                       "FENCED_LEADER_EPOCH", "REQUEST_TIMED_OUT", "_TRANSPORT", "_TIMED_OUT"})
+
+
 def consumer_config(source_properties: Mapping[str, str]) -> dict[str, Any]:
     """librdkafka settings for the range consumer (secrets included: never log)."""
     return {**CONSUMER_DEFAULTS, **source_properties, **CONSUMER_REQUIRED}
@@ -51,7 +58,8 @@ def list_offsets(cluster: ClusterConfig, partitions: Iterable[tuple[str, int]],
     """``{(topic, partition): offset}`` for ``which`` in ``earliest`` or ``latest``.
 
     ``latest`` is the last stable offset (read_committed). One request for all partitions.
-    A partition the cluster does not know (yet) is left out.
+    A partition the cluster does not know (yet) is left out; a retriable error (a leader
+    not elected yet) is retried for up to ``RETRY_S``.
     """
     from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
@@ -62,21 +70,32 @@ def list_offsets(cluster: ClusterConfig, partitions: Iterable[tuple[str, int]],
     if not wanted:
         return {}
     spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-    client = kafka_admin.admin(cluster)
-    futures = client.list_offsets({TopicPartition(t, p): spec for t, p in wanted},
-                                  isolation_level=IsolationLevel.READ_COMMITTED,
-                                  request_timeout=kafka_admin.TIMEOUT_S)
-    out = {}
-    for tp, future in futures.items():
-        try:
-            info = future.result(timeout=kafka_admin.RESULT_TIMEOUT_S)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if err is not None and err.name() in ("UNKNOWN_TOPIC_OR_PART",
-                                                  "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
-                continue
-            raise kafka_admin.KafkaAdminError(
-                f"cluster {cluster.alias}: reading {which} offsets of {tp.topic} failed: "
-                f"{err.str() if err is not None else exc}") from None
-        out[(tp.topic, tp.partition)] = int(info.offset)
-    return out
+    out: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + RETRY_S
+    while True:
+        client = kafka_admin.admin(cluster)
+        futures = client.list_offsets({TopicPartition(t, p): spec for t, p in wanted},
+                                      isolation_level=IsolationLevel.READ_COMMITTED,
+                                      request_timeout=kafka_admin.TIMEOUT_S)
+        retry = []
+        for tp, future in futures.items():
+            try:
+                info = future.result(timeout=kafka_admin.RESULT_TIMEOUT_S)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if err is not None and err.name() in ("UNKNOWN_TOPIC_OR_PART",
+                                                      "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+                    continue
+                if err is not None and (err.retriable() or err.name() in RETRIABLE) and \
+                        time.monotonic() < deadline:
+                    # A partition just created (its leader not elected yet), a leader moving.
+                    retry.append((tp.topic, tp.partition))
+                    continue
+                raise kafka_admin.KafkaAdminError(
+                    f"cluster {cluster.alias}: reading {which} offsets of {tp.topic} failed: "
+                    f"{err.str() if err is not None else exc}") from None
+            out[(tp.topic, tp.partition)] = int(info.offset)
+        if not retry:
+            return out
+        wanted = retry
+        time.sleep(0.2)
