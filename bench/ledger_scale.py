@@ -23,7 +23,7 @@ Delta tables created by the project's own :meth:`ledger.tables.Ledger.init` and 
 The history is written as ``ledger maintain`` leaves it: few large files, ``offset_syncs``
 clustered by partition and batch, ``checkpoints`` and ``group_offsets`` by time (range
 partitioning, as the Z-order by their time column does), then the span snapshot is refreshed
-(``ledger.span_snapshots.refresh``, timed: the first refresh reads every run). The last
+(``ledger.span_refresh.refresh``, timed: the first refresh reads every run). The last
 ``TAIL_BATCHES`` (360, one hour) batches are appended after the refresh in 36 commits, as the
 replicator writes them between two refreshes: the tail every store load reads besides the
 snapshot. After the timed operations, an incremental refresh over that tail is timed once.
@@ -215,7 +215,7 @@ def build_ledger(spark, location: Path, shape: Shape) -> dict:
     looks (files clustered as ``ledger maintain`` clusters them), refresh the span snapshot,
     then append the tail batch by batch; return row counts, operation ids and timings."""
     from ledger import schemas
-    from ledger.span_snapshots import refresh
+    from ledger.span_refresh import refresh
     from ledger.tables import Ledger
 
     ledger = Ledger(spark, str(location))
@@ -441,7 +441,7 @@ def run(args: argparse.Namespace) -> dict:
                       f" RSS {m['rss_mb']:.0f} MB", flush=True)
             # last: the refresh consumes the tail the timed loads read
             from ledger.schemas import OFFSET_SYNC_SPANS
-            from ledger.span_snapshots import refresh
+            from ledger.span_refresh import refresh
             from ledger.tables import Ledger
 
             ledger = Ledger(spark, str(location))

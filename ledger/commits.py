@@ -1,12 +1,18 @@
-"""JVM-free commits to a path ledger with delta-rs: the replication job's append and MERGE.
+"""JVM-free commits to a path ledger with delta-rs: the same Delta commits Spark makes.
 
 A replication batch writes two small commits: its runs appended to ``offset_syncs`` and its
-partitions' rows MERGEd into ``replication_progress``. Through Spark each costs a JVM, Delta's
-class loading and a job of its own (seconds of CPU for a few kilobytes); here they are made by
-the ``deltalake`` package (delta-rs) in this process, as the same Delta commits:
+partitions' rows MERGEd into ``replication_progress``; a checkpoint pass, a failover or a
+failback appends a few rows to ``group_offsets``, ``checkpoints``, ``resume_points``,
+``operation_*`` and ``operations``. Through Spark each costs a JVM, Delta's class loading and a
+job of its own (seconds of CPU for a few kilobytes); here they are made by the ``deltalake``
+package (delta-rs) in this process, as the same Delta commits:
 
     offset_syncs        append  + txn(appId = offset-ledger-replicate-<flow>, version = batch)
     replication_progress MERGE on (flow, topic, partition): update all / insert all
+    other tables        append (as ``Ledger.append`` without a txn pair) or MERGE on the
+                        natural key; ``offset_sync_spans``: replace where (one commit)
+
+``ledger.engine`` decides which engine commits (and falls back to Spark).
 
 Invariants:
     * Spark's rule for ``txnAppId``/``txnVersion`` holds: an append whose ``(app_id, version)``
@@ -33,6 +39,7 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -77,12 +84,19 @@ def _fallback(location: str, name: str, exc: BaseException) -> None:
              name, location, first_line(exc, 200))
 
 
+def _value(value: Any) -> Any:
+    # A naive datetime is local time, as Spark's createDataFrame reads it.
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.astimezone(dt.UTC)
+    return value
+
+
 def _arrow(table: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
     import pyarrow as pa
 
     schema = pa.schema(table.schema())
-    return pa.Table.from_pylist([{f.name: row.get(f.name) for f in schema} for row in rows],
-                                schema=schema)
+    return pa.Table.from_pylist([{f.name: _value(row.get(f.name)) for f in schema}
+                                 for row in rows], schema=schema)
 
 
 def _checkpoint_at_interval(table: Any) -> None:
@@ -140,6 +154,46 @@ def merge_on_keys(location: str, name: str, rows: Sequence[Mapping[str, Any]],
         (table.merge(_arrow(table, rows), predicate=predicate, source_alias="s",
                      target_alias="t")
          .when_matched_update_all().when_not_matched_insert_all().execute())
+        _checkpoint_at_interval(table)
+    except Exception as exc:
+        _fallback(location, name, exc)
+        return UNAVAILABLE
+    return COMMITTED
+
+
+def append(location: str, name: str, rows: Sequence[Mapping[str, Any]]) -> direct.Marker:
+    """Append ``rows`` in one commit (``Ledger.append`` without a txn pair).
+
+    Returns :data:`COMMITTED` or :data:`UNAVAILABLE` (nothing written here: commit with
+    Spark). No rows: nothing is written, :data:`COMMITTED`.
+    """
+    if not rows:
+        return COMMITTED
+    table = _table(location, name)
+    if table is UNAVAILABLE:
+        return UNAVAILABLE
+    from deltalake import write_deltalake
+
+    try:
+        write_deltalake(table, _arrow(table, rows), mode="append")
+        _checkpoint_at_interval(table)
+    except Exception as exc:
+        _fallback(location, name, exc)
+        return UNAVAILABLE
+    return COMMITTED
+
+
+def replace_where(location: str, name: str, rows: Sequence[Mapping[str, Any]],
+                  predicate: str) -> direct.Marker:
+    """Replace the rows matching the SQL ``predicate`` with ``rows``, in one commit
+    (``Ledger.replace``). Returns :data:`COMMITTED` or :data:`UNAVAILABLE`."""
+    table = _table(location, name)
+    if table is UNAVAILABLE:
+        return UNAVAILABLE
+    from deltalake import write_deltalake
+
+    try:
+        write_deltalake(table, _arrow(table, rows), mode="overwrite", predicate=predicate)
         _checkpoint_at_interval(table)
     except Exception as exc:
         _fallback(location, name, exc)

@@ -88,11 +88,29 @@ def log_complete(table: Path) -> bool:
     return set(range(start, newest + 1)) <= set(versions) and newest >= 0
 
 
-def query(location: str, tables: Mapping[str, str], sql: str
-          ) -> list[dict[str, Any]] | Marker:
+def version(location: str, name: str) -> int | Marker:
+    """The table's newest committed version, from its log's file names (no table read).
+
+    :data:`ABSENT` when the table's folder does not exist, :data:`UNAVAILABLE` when this
+    process cannot tell (not a local ledger, a log without commit files).
+    """
+    root = local_path(location)
+    if root is None:
+        return UNAVAILABLE
+    if not (root / name).exists():
+        return ABSENT
+    log_dir = root / name / "_delta_log"
+    versions = [int(p.name[:-5]) for p in log_dir.glob("*.json") if p.name[:-5].isdigit()]
+    return max(versions) if versions else UNAVAILABLE
+
+
+def query(location: str, tables: Mapping[str, str], sql: str,
+          versions: Mapping[str, int] | None = None) -> list[dict[str, Any]] | Marker:
     """Rows of ``sql`` over ledger tables registered as ``{sql_name: table_name}``.
 
     Each table must have at least the columns of its ledger schema (``ledger.schemas``).
+    ``versions`` (``{sql_name: version}``) reads those tables as of a Delta version (time
+    travel, as Spark's ``versionAsOf``).
 
     Returns :data:`ABSENT` when one of the tables' folders does not exist, :data:`UNAVAILABLE`
     when the ledger cannot be read here (see the module invariants), else the rows as dicts
@@ -116,7 +134,7 @@ def query(location: str, tables: Mapping[str, str], sql: str
         for alias, path in paths.items():
             if not log_complete(path):
                 raise ValueError(f"{tables[alias]}'s Delta log is incomplete")
-            table = DeltaTable(str(path))
+            table = DeltaTable(str(path), version=(versions or {}).get(alias))
             have = set(pa.schema(table.schema()).names)
             missing = [f.name for f in SCHEMAS[tables[alias]].fields if f.name not in have]
             if missing:

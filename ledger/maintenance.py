@@ -31,7 +31,7 @@ from ledger.schemas import (
     RESUME_POINTS,
     SCHEMAS,
 )
-from ledger.span_snapshots import RefreshReport, refresh
+from ledger.span_refresh import RefreshReport, refresh
 from ledger.tables import Ledger
 
 ZORDER: dict[str, tuple[str, ...]] = {

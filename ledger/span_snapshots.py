@@ -2,8 +2,8 @@
 
 ``offset_sync_spans`` holds, per flow, the current-epoch spans (:mod:`ledger.spans`) of every
 flow partition at one ``offset_syncs`` version ``W``, and ``covered_until``: the flow's newest
-``written_at`` at ``W``. ``ledger maintain`` refreshes it (:func:`refresh`); a store load
-(:meth:`ledger.store.OffsetSyncStore.load`) then reads::
+``written_at`` at ``W``. ``ledger maintain`` refreshes it (:func:`ledger.span_refresh.refresh`);
+a store load (:meth:`ledger.store.OffsetSyncStore.load`) then reads::
 
     offset_syncs of the flow    |<--------- covered at W --------->|<-- tail -->|
                                  written_at <= covered_until          written_at > covered_until
@@ -38,7 +38,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNC_SPANS_SCHEMA, OFFSET_SYNCS
+from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNC_SPANS_SCHEMA
 from ledger.spans import extend
 from ledger.tables import Ledger, LedgerError
 from ledger.translation import Run
@@ -122,9 +122,15 @@ class SpanSnapshot:
             head, found = found[0], []
         else:
             head = found[0]
+        return cls.from_rows(flow, [r.asDict() for r in found], head)
+
+    @classmethod
+    def from_rows(cls, flow: str, found: Iterable[dict], head: dict) -> SpanSnapshot:
+        """The snapshot of ``found`` (its rows of the partitions read); ``head`` is any row
+        of the flow's snapshot (its version and ``covered_until``)."""
         rows: dict[Key, list[dict]] = {}
         for row in sorted(found, key=lambda r: (r["topic"], r["partition"], r["batch_id"])):
-            rows.setdefault((row["topic"], row["partition"]), []).append(row.asDict())
+            rows.setdefault((row["topic"], row["partition"]), []).append(row)
         return cls(flow, int(head["offset_syncs_version"]), head["covered_until"], rows)
 
     def highest_end(self, key: Key) -> int:
@@ -148,6 +154,12 @@ class SpanSnapshot:
                 .limit(limit + 1).collect())
         if len(rows) > limit:
             return None
+        return self.extend_rows([r.asDict() for r in rows])
+
+    def extend_rows(self, rows: Iterable[dict]
+                    ) -> tuple[dict[Key, list[Run]], dict[str, str], set[Key]]:
+        """:meth:`extend_on_driver` over the tail's rows (``offset_syncs`` columns, any order),
+        read by either engine (``ledger.engine``)."""
         tails: dict[Key, list] = {}
         replica_topics = {topic: spans_of[0]["replica_topic"]
                           for (topic, _), spans_of in self.rows.items()}
@@ -186,102 +198,3 @@ class SpanSnapshot:
             return spans.unionByName(tail)
         return (spans.unionByName(tail.where(~partition_filter(rewound)))
                 .unionByName(runs.where(partition_filter(rewound))))
-
-
-def span_rows(store, source_cluster: str, target_cluster: str, written_at: dt.datetime,
-              keys: Iterable[Key] | None = None) -> list[dict]:
-    """offset_syncs-shaped rows of a store's spans (run_id "span", batch_id the position)."""
-    rows = []
-    for topic, partition in sorted(store.runs if keys is None else keys):
-        rows.extend({
-            "flow": store.flow, "source_cluster": source_cluster,
-            "target_cluster": target_cluster, "topic": topic,
-            "replica_topic": store.replica_topics[topic], "partition": partition,
-            "upstream_offset": span.upstream_offset, "downstream_offset": span.downstream_offset,
-            "length": span.length, "run_id": SPAN_RUN_ID, "batch_id": index,
-            "written_at": written_at,
-        } for index, span in enumerate(store.runs.get((topic, partition), [])))
-    return rows
-
-
-@dataclass(frozen=True)
-class RefreshReport:
-    flow: str
-    version: int
-    previous_version: int | None
-    partitions: int
-    spans: int
-
-    def line(self) -> str:
-        since = (f"from version {self.previous_version}" if self.previous_version is not None
-                 else "from the raw runs")
-        return (f"{OFFSET_SYNC_SPANS:22} flow {self.flow}: {self.spans} spans of "
-                f"{self.partitions} partitions at offset_syncs version {self.version} ({since})")
-
-
-def refresh(ledger: Ledger, clusters: dict[str, tuple[str, str]],
-            only: Iterable[str] | None = None) -> list[RefreshReport]:
-    """Replace each flow's snapshot with its spans at the current offset_syncs version.
-
-    Incremental: the load starts from the previous snapshot and reads only the runs after it.
-
-    Args:
-        clusters: ``{flow: (source, target)}`` of the configured flows; flows the table already
-            holds are refreshed too (their clusters taken from their rows).
-        only: refresh only these flows.
-    """
-    from ledger.store import OffsetSyncStore
-
-    version = ledger.version(OFFSET_SYNCS)
-    reports = []
-    flows = set(clusters) | snapshot_flows(ledger)
-    for flow in sorted(flows if only is None else flows & set(only)):
-        previous = SpanSnapshot.read(ledger, flow)
-        usable = previous is not None and previous.version <= version
-        runs = ledger.read(OFFSET_SYNCS, version=version).where(F.col("flow") == flow)
-        if usable:
-            runs = runs.where(after(previous.covered_until))
-        newest = runs.agg(F.max("written_at").alias("newest")).first()["newest"]
-        if newest is None and not usable:
-            continue  # the flow has no runs
-        covered_until = newest or previous.covered_until
-        store = OffsetSyncStore.load(ledger, flow, version)
-        source, target = clusters.get(flow) or _clusters_of(ledger, flow)
-        rows = [{**row, "offset_syncs_version": version, "covered_until": covered_until}
-                for row in span_rows(store, source, target, covered_until)]
-        frame = ledger.spark.createDataFrame(rows, OFFSET_SYNC_SPANS_SCHEMA)
-        ledger.replace(OFFSET_SYNC_SPANS, frame, F.col("flow") == flow)
-        reports.append(RefreshReport(flow, version, previous.version if usable else None,
-                                     len(store.runs), len(rows)))
-    return reports
-
-
-def _clusters_of(ledger: Ledger, flow: str) -> tuple[str, str]:
-    row = (ledger.read(OFFSET_SYNC_SPANS).where(F.col("flow") == flow)
-           .select("source_cluster", "target_cluster").first())
-    return row["source_cluster"], row["target_cluster"]
-
-
-def commits_since(ledger: Ledger, flow: str) -> int:
-    """How many offset_syncs commits the flow's snapshot is behind; without a snapshot, every
-    commit of the table (a young ledger is cheap to read raw: no refresh until it is not)."""
-    version = ledger.version(OFFSET_SYNCS)
-    table = _table(ledger)
-    row = None if table is None else (table.where(F.col("flow") == flow)
-                                      .select("offset_syncs_version").first())
-    return version + 1 if row is None else version - int(row[0])
-
-
-def refresh_if_behind(ledger: Ledger, clusters: dict[str, tuple[str, str]],
-                      flows: Iterable[str], commits: int) -> list[RefreshReport]:
-    """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind."""
-    behind = [f for f in flows if commits_since(ledger, f) >= commits]
-    return refresh(ledger, clusters, only=behind) if behind else []
-
-
-def snapshot_flows(ledger: Ledger) -> set[str]:
-    """The flows the table holds a snapshot for."""
-    table = _table(ledger)
-    if table is None:
-        return set()
-    return {r["flow"] for r in table.select("flow").distinct().collect()}

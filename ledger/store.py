@@ -18,15 +18,25 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ledger import translation
-from ledger.schemas import OFFSET_SYNCS
-from ledger.span_snapshots import SpanSnapshot, partition_filter, restrict
+from ledger import span_snapshots, translation
+from ledger import spans as span_rules
+from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS
+from ledger.span_snapshots import SpanSnapshot, partition_filter, restrict, tail_start
 from ledger.tables import Ledger
+
+if TYPE_CHECKING:
+    from ledger.engine import LedgerEngine
+
+RAW_ON_DRIVER = 200_000
+"""Up to this many raw runs (no snapshot, or a rewound partition) a delta-rs load coalesces on
+the driver; beyond, Spark computes the spans (:func:`_spans`)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,70 @@ class OffsetSyncStore:
             store.replica_topics[r["topic"]] = r["replica_topic"]
         return store
 
+    @classmethod
+    def load_direct(cls, engine: LedgerEngine, flow: str, version: int | None = None,
+                    topics: set[str] | None = None,
+                    partitions: set[tuple[str, int]] | None = None) -> OffsetSyncStore | None:
+        """:meth:`load` through ``engine``'s SQL (delta-rs, without a JVM): the same spans.
+
+        The same reads as :meth:`load`: the snapshot's spans and the runs written after it
+        (``written_at`` above :func:`~ledger.span_snapshots.tail_start`, so Delta skips every
+        older file), the raw runs of a partition only without a snapshot or after a rewind into
+        it; the spans are computed on the driver (:mod:`ledger.spans`, the rule ``_spans``
+        computes in Spark). ``None`` when more than ``TAIL_ON_DRIVER`` tail runs or
+        ``RAW_ON_DRIVER`` raw runs would come to the driver: :meth:`load` computes those in
+        Spark.
+        """
+        from ledger.engine import literal
+
+        version = engine.version(OFFSET_SYNCS) if version is None else version
+        store = cls(flow, version)
+        if (topics is not None and not topics) or (partitions is not None and not partitions):
+            return store
+        where = f"flow = {literal(flow)}" + restrict_sql(topics, partitions)
+        columns = ("topic, {partition}, replica_topic, upstream_offset, downstream_offset, "
+                   "length, written_at, batch_id")
+        at = {"s": version}
+        snapshot = None
+        if engine.exists(OFFSET_SYNC_SPANS):
+            found = engine.query(f"SELECT * FROM {{sp}} WHERE {where}", sp=OFFSET_SYNC_SPANS)
+            head = found[:1] or engine.query(
+                f"SELECT * FROM {{sp}} WHERE flow = {literal(flow)} LIMIT 1",
+                sp=OFFSET_SYNC_SPANS)
+            if head:
+                snapshot = SpanSnapshot.from_rows(flow, found, head[0])
+        if snapshot is not None and snapshot.version <= version:
+            from ledger.engine import timestamp
+
+            limit = span_snapshots.TAIL_ON_DRIVER
+            tail = engine.query(
+                f"SELECT {columns} FROM {{s}} WHERE {where} AND written_at > "
+                f"{timestamp(tail_start(snapshot.covered_until))} LIMIT {limit + 1}",
+                at, s=OFFSET_SYNCS)
+            if len(tail) > limit:
+                return None
+            spans, replica_topics, rewound = snapshot.extend_rows(tail)
+            store.runs.update(spans)
+            store.replica_topics.update(replica_topics)
+            if not rewound:
+                return store
+            where += restrict_sql(None, rewound)
+        raw = engine.query(f"SELECT {columns} FROM {{s}} WHERE {where} "
+                           f"LIMIT {RAW_ON_DRIVER + 1}", at, s=OFFSET_SYNCS)
+        if len(raw) > RAW_ON_DRIVER:
+            return None
+        by_key: dict[tuple[str, int], list[dict]] = {}
+        for r in sorted(raw, key=lambda r: (r["written_at"], r["batch_id"],
+                                            r["downstream_offset"])):
+            by_key.setdefault((r["topic"], r["partition"]), []).append(r)
+        for key, rows in by_key.items():
+            epoch = translation.current_epoch(
+                translation.Run(r["upstream_offset"], r["downstream_offset"], r["length"])
+                for r in rows)
+            store.runs[key] = span_rules.coalesce(epoch)
+            store.replica_topics[key[0]] = rows[-1]["replica_topic"]
+        return store
+
     def _epoch(self, topic: str, partition: int) -> list[translation.Run] | Untranslatable:
         runs = self.runs.get((topic, partition))
         if not runs:
@@ -133,6 +207,23 @@ class OffsetSyncStore:
         """One past the highest replica offset the runs hold (what a reader there may have read)."""
         runs = self.runs.get((topic, partition))
         return max(r.downstream_end for r in runs) if runs else None
+
+
+def restrict_sql(topics: set[str] | None, partitions: Iterable[tuple[str, int]] | None) -> str:
+    """`` AND ...`` limiting a query to ``topics`` and ``partitions`` (``restrict`` in SQL)."""
+    from ledger.engine import literal, literals
+
+    out = ""
+    if topics is not None:
+        out += f" AND topic IN {literals(topics)}"
+    if partitions is not None:
+        by_topic: dict[str, set[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, set()).add(int(partition))
+        terms = [f"(topic = {literal(t)} AND {{partition}} IN ({', '.join(map(str, sorted(ps)))}))"
+                 for t, ps in sorted(by_topic.items())]
+        out += f" AND ({' OR '.join(terms) or 'FALSE'})"
+    return out
 
 
 def _spans(runs: DataFrame) -> DataFrame:

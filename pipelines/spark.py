@@ -33,6 +33,8 @@ from ledger.errors import OffsetLedgerError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ledger.engine import LedgerEngine
+
 JARS_ENV_VAR = "OFFSET_LEDGER_JARS_DIR"
 CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
 # [min, max) of the Spark (and delta-spark) versions this release supports: keep in step with
@@ -210,3 +212,13 @@ def get_spark(app_name: str = "offset-ledger", *, master: str | None = None,
         spark = _local_session(app_name, master, ui, extra_conf, java_options)
     check_version("Spark", spark.version)
     return spark
+
+
+def ledger_engine(location: str, app_name: str = "offset-ledger") -> LedgerEngine:
+    """The ledger engine of a verb (:mod:`ledger.engine`): delta-rs on a path ledger in a plain
+    program, Spark under spark-submit or on Databricks (the launcher's session, as today) and
+    wherever delta-rs cannot; the session starts only when Spark is needed."""
+    from ledger.engine import LedgerEngine
+
+    return LedgerEngine(location, lambda: get_spark(app_name),
+                        engine="spark" if _under_launcher() else "auto")

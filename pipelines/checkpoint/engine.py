@@ -24,22 +24,13 @@ import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from typing import Any
 
 from ledger import records
 from ledger.config import Config, FlowConfig
+from ledger.engine import LedgerEngine, literal, literals
 from ledger.records import CheckpointRecord, ResumePoint
-from ledger.schemas import (
-    CHECKPOINTS,
-    CHECKPOINTS_SCHEMA,
-    GROUP_OFFSETS,
-    GROUP_OFFSETS_SCHEMA,
-    OFFSET_SYNCS,
-    RESUME_POINTS,
-    RESUME_POINTS_SCHEMA,
-)
+from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines import kafka_admin
@@ -96,12 +87,17 @@ class CheckpointPlan:
 
 
 class Checkpointer:
-    """Runs checkpoint passes against one ledger in one Spark session."""
+    """Runs checkpoint passes against one ledger, through one engine (``ledger.engine``).
 
-    def __init__(self, spark: SparkSession, config: Config, ledger: Ledger | None = None):
-        self.spark = spark
+    ``engine`` is a :class:`~ledger.engine.LedgerEngine`, or a SparkSession (then the ledger is
+    read and written with Spark, through ``ledger`` when given).
+    """
+
+    def __init__(self, engine: LedgerEngine | Any, config: Config, ledger: Ledger | None = None):
+        if not isinstance(engine, LedgerEngine):
+            engine = LedgerEngine.of(ledger or Ledger(engine, config.ledger_location))
+        self.engine = engine
         self.config = config
-        self.ledger = ledger or Ledger(spark, config.ledger_location)
 
     # --- observation ---------------------------------------------------------------------
 
@@ -125,10 +121,10 @@ class Checkpointer:
     def latest_commits(self, clusters: Iterable[str], groups: Iterable[str],
                        since: dt.datetime | None) -> dict[tuple, dict]:
         """The latest recorded commit per (cluster, group, topic, partition) since ``since``."""
-        df = self.ledger.read(GROUP_OFFSETS).where(
-            F.col("cluster").isin(sorted(set(clusters))) & F.col("group_id").isin(sorted(groups)))
-        rows = history.latest(df, history.COMMIT_KEY, "observed_at", since).collect()
-        return history.by_key((r.asDict() for r in rows), history.commit_key)
+        where = f"cluster IN {literals(clusters)} AND group_id IN {literals(groups)}"
+        rows = self.engine.query(history.latest_sql("g", history.COMMIT_KEY, "observed_at",
+                                                    since, where), g=GROUP_OFFSETS)
+        return history.by_key(history.rows_of(rows), history.commit_key)
 
     def recorded_commits(self, cluster_alias: str, groups: Iterable[str]) -> list[Commit]:
         """The latest commits ``group_offsets`` holds (for a source that cannot be reached).
@@ -156,18 +152,17 @@ class Checkpointer:
                                  value=history.commit_value, at=history.commit_at, now=now,
                                  refresh_hours=self.config.history_refresh_hours,
                                  complete=complete)
-        if rows:
-            self.ledger.append(GROUP_OFFSETS,
-                               self.spark.createDataFrame(rows, GROUP_OFFSETS_SCHEMA))
+        self.engine.append(GROUP_OFFSETS, rows)
 
     def latest_checkpoints(self, source_cluster: str, groups: Iterable[str],
                            now: dt.datetime) -> dict[tuple, CheckpointRecord]:
         """The latest checkpoint per (group, direction, source topic, partition), in the window."""
-        df = self.ledger.read(CHECKPOINTS).where(
-            (F.col("source_cluster") == source_cluster) & F.col("group_id").isin(sorted(groups)))
-        rows = history.latest(df, history.CHECKPOINT_KEY, "checkpointed_at",
-                              self._since(now)).collect()
-        return history.by_key(CheckpointRecord.from_rows(rows), history.checkpoint_key)
+        where = f"source_cluster = {literal(source_cluster)} AND group_id IN {literals(groups)}"
+        rows = self.engine.query(history.latest_sql("c", history.CHECKPOINT_KEY,
+                                                    "checkpointed_at", self._since(now), where),
+                                 c=CHECKPOINTS)
+        return history.by_key(CheckpointRecord.from_rows(history.rows_of(rows)),
+                              history.checkpoint_key)
 
     def previous_checkpoints(self, source_cluster: str, groups: Iterable[str],
                              now: dt.datetime | None = None) -> dict[tuple, Previous]:
@@ -184,12 +179,12 @@ class Checkpointer:
         return out
 
     def load_stores(self, mappings: dict[str, TopicMapping]) -> dict[str, OffsetSyncStore]:
-        version = self.ledger.version(OFFSET_SYNCS)
+        version = self.engine.version(OFFSET_SYNCS)
         by_flow: dict[str, set[str]] = {}
         for m in mappings.values():
             by_flow.setdefault(m.sync_flow, set()).add(m.sync_topic)
-        return {flow: OffsetSyncStore.load(self.ledger, flow, version, topics)
-                for flow, topics in by_flow.items()}
+        return {flow: self.engine.load_store(flow, version, topics)
+                for flow, topics in sorted(by_flow.items())}
 
     def plan(self, flow_name: str, *, groups: list[str] | None = None,
              allow_unreachable_source: bool = False,
@@ -223,13 +218,18 @@ class Checkpointer:
         target_commits, target_states = self.observe(flow.target, group_ids)
         result.source_commits = commits
         mappings = self.mappings(flow, {c.topic for c in commits})
-        # Independent Delta reads: overlap their driver-side latency.
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            stores_f = pool.submit(self.load_stores, mappings)
-            commits_f = pool.submit(self.latest_commits, (flow.source, flow.target), group_ids,
-                                    self._since(now))
+        if self.engine.direct:  # in-process reads of a few files: one after the other
+            stores = self.load_stores(mappings)
+            latest_commits = self.latest_commits((flow.source, flow.target), group_ids,
+                                                 self._since(now))
             latest = self.latest_checkpoints(flow.source, group_ids, now)
-            stores, latest_commits = stores_f.result(), commits_f.result()
+        else:  # independent Spark reads: overlap their driver-side latency
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                stores_f = pool.submit(self.load_stores, mappings)
+                commits_f = pool.submit(self.latest_commits, (flow.source, flow.target),
+                                        group_ids, self._since(now))
+                latest = self.latest_checkpoints(flow.source, group_ids, now)
+                stores, latest_commits = stores_f.result(), commits_f.result()
         result.checkpoints = compute_checkpoints(
             commits, mappings, stores, _previous(latest), checkpoint_id=result.checkpoint_id,
             target_cluster=flow.target, now=now)
@@ -237,7 +237,7 @@ class Checkpointer:
         result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)
         result.stores = stores
         result.versions = {OFFSET_SYNCS: next(iter(stores.values())).version if stores
-                           else self.ledger.version(OFFSET_SYNCS)}
+                           else self.engine.version(OFFSET_SYNCS)}
         states_by_cluster = {**{(flow.source, g): st for g, st in states.items()},
                              **{(flow.target, g): st for g, st in target_states.items()}}
         return CheckpointPlan(flow, result, target_commits, states_by_cluster, now, latest,
@@ -257,24 +257,26 @@ class Checkpointer:
             result.checkpoints, plan.latest_checkpoints, key=history.checkpoint_key,
             value=history.checkpoint_value, at=history.checkpoint_at, now=plan.now,
             refresh_hours=self.config.history_refresh_hours, complete=complete)
-        # Two tables, two independent Delta commits: run them side by side.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            observations = pool.submit(self.record_observations, observed, plan.states,
-                                       plan.now, plan.latest_commits, complete)
-            if checkpoints:
-                self.ledger.append(CHECKPOINTS, self.spark.createDataFrame(
-                    records.rows(checkpoints), CHECKPOINTS_SCHEMA))
-            observations.result()
+        if self.engine.direct:
+            self.record_observations(observed, plan.states, plan.now, plan.latest_commits,
+                                     complete)
+            self.engine.append(CHECKPOINTS, records.rows(checkpoints))
+        else:  # two tables, two independent Spark commits: run them side by side
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                observations = pool.submit(self.record_observations, observed, plan.states,
+                                           plan.now, plan.latest_commits, complete)
+                self.engine.append(CHECKPOINTS, records.rows(checkpoints))
+                observations.result()
         if self.config.emit_mm2_checkpoints and result.checkpoints:
             from pipelines.mm2 import emit as mm2_emit
 
             mm2_emit.write_checkpoints(self.config, flow.source, flow.target, result.checkpoints)
-        result.versions.update({CHECKPOINTS: self.ledger.version(CHECKPOINTS),
-                                GROUP_OFFSETS: self.ledger.version(GROUP_OFFSETS)})
+        result.versions.update({CHECKPOINTS: self.engine.version(CHECKPOINTS),
+                                GROUP_OFFSETS: self.engine.version(GROUP_OFFSETS)})
         result.writes, result.skipped = [], []
         if sync:
             self._sync(flow, result, plan.target_commits, operation_id, reason, strict, plan.now)
-        result.versions[RESUME_POINTS] = self.ledger.version(RESUME_POINTS)
+        result.versions[RESUME_POINTS] = self.engine.version(RESUME_POINTS)
         return result
 
     def run(self, flow_name: str, *, groups: list[str] | None = None, sync: bool | None = None,
@@ -294,9 +296,9 @@ class Checkpointer:
             dry_run: compute and decide, but write nothing to the ledger or Kafka.
         """
         if dry_run:
-            self.ledger.require()
+            self.engine.require()
         else:
-            self.ledger.init()
+            self.engine.init()
         plan = self.plan(flow_name, groups=groups,
                          allow_unreachable_source=allow_unreachable_source)
         if dry_run:
@@ -332,9 +334,7 @@ class Checkpointer:
                          reason=reason, cluster=flow.target,
                          checkpoints_version=result.versions[CHECKPOINTS], now=now)
             for w in result.writes]
-        if result.resume_points:
-            self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
-                records.rows(result.resume_points), RESUME_POINTS_SCHEMA))
+        self.engine.append(RESUME_POINTS, records.rows(result.resume_points))
 
 
 def resume_point(write: OffsetWrite, *, operation_id: str | None, reason: str, cluster: str,

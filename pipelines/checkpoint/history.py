@@ -30,9 +30,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
-
 SLACK = dt.timedelta(hours=1)
 """Margin on top of the refresh: a pass may run late; a record at the window's edge still counts."""
 
@@ -55,12 +52,23 @@ def window_start(now: dt.datetime, refresh_hours: int) -> dt.datetime:
     return now - dt.timedelta(hours=refresh_hours) - SLACK
 
 
-def latest(df: DataFrame, key: Sequence[str], at: str, since: dt.datetime | None) -> DataFrame:
-    """The newest row per ``key`` of ``df``, among rows at or after ``since`` (all when None)."""
+def latest_sql(table: str, key: Sequence[str], at: str, since: dt.datetime | None,
+               where: str) -> str:
+    """SQL (for ``ledger.engine.LedgerEngine.query``, the table as ``{table}``) of the newest
+    row per ``key`` among the rows matching ``where`` at or after ``since`` (all when None)."""
+    from ledger.engine import timestamp
+
     if since is not None:
-        df = df.where(F.col(at) >= F.lit(since))
-    w = Window.partitionBy(*key).orderBy(F.desc(at))
-    return df.withColumn("_rank", F.row_number().over(w)).where("_rank = 1").drop("_rank")
+        where = f"({where}) AND {at} >= {timestamp(since)}"
+    keys = ", ".join("{partition}" if k == "partition" else k for k in key)
+    return (f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {keys} "
+            f"ORDER BY {at} DESC NULLS LAST) AS _rank FROM {{{table}}} WHERE {where}) AS newest "
+            "WHERE _rank = 1")
+
+
+def rows_of(found: Iterable[dict]) -> list[dict]:
+    """The rows of a :func:`latest_sql` answer without its rank column."""
+    return [{k: v for k, v in r.items() if k != "_rank"} for r in found]
 
 
 def to_record(rows: Iterable[T], latest_rows: Mapping[tuple, T], *, key: Callable[[T], Any],

@@ -15,12 +15,12 @@ import time
 
 from ledger.config import Config
 from ledger.errors import first_line
-from ledger.span_snapshots import refresh_if_behind
+from ledger.span_refresh import refresh_if_behind
 from pipelines import metrics
 from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
 from pipelines.cli import add_flow_arguments, job_main
 from pipelines.metrics.observe import CheckpointObserver, group_readiness
-from pipelines.spark import get_spark
+from pipelines.spark import ledger_engine
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +59,7 @@ def refresh_spans(checkpointer: Checkpointer, config: Config, flow: str) -> None
     source, target = config.flow(flow).source, config.flow(flow).target
     wanted = [f for f in (f"{source}->{target}", f"{target}->{source}") if f in flows]
     try:
-        for report in refresh_if_behind(checkpointer.ledger, flows, wanted,
+        for report in refresh_if_behind(checkpointer.engine, flows, wanted,
                                         config.spans_refresh_commits):
             print(report.line().strip(), flush=True)
     except Exception as exc:
@@ -93,7 +93,8 @@ def _observe(observer: CheckpointObserver | None, config: Config, flow: str,
 
 
 def _run(args: argparse.Namespace, config: Config, observer: CheckpointObserver | None) -> int:
-    checkpointer = Checkpointer(get_spark("offset-ledger-checkpoint"), config)
+    checkpointer = Checkpointer(ledger_engine(config.ledger_location,
+                                              "offset-ledger-checkpoint"), config)
     emit_every = max(1, config.emit_checkpoints_interval_seconds)
     sync_every = max(1, config.sync_group_offsets_interval_seconds)
     want_sync = config.sync_group_offsets_enabled if args.sync is None else args.sync

@@ -9,6 +9,11 @@ Three inputs, one rule (:mod:`ledger.translation`)::
 With ``--offsets`` the answer is the same JSON shape on the other cluster
 (:mod:`pipelines.checkpoint.offsets`), or exit 4 naming every partition that cannot be
 translated. Consumers in any language can use the ledger through this command's JSON output.
+
+On a path ledger no JVM starts (``ledger.engine``); bad input (an unknown or disabled flow, a
+group outside its allowlist, an unreachable --to) is refused before anything is read
+(``pipelines.preflight``). An unreachable --from is not an error: the groups' last commits
+recorded in the ledger are translated instead.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from pathlib import Path
 
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
+from pipelines import preflight
 from pipelines.checkpoint import offsets as offsets_json
 from pipelines.checkpoint.engine import Checkpointer
 from pipelines.checkpoint.report import render, translation_rows
-from pipelines.spark import get_spark
+from pipelines.spark import ledger_engine
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,11 +63,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
         args._parser.error("give --offsets or --group/--group-regex, not both")
     if args.offsets is None and not (args.group or args.group_regex):
         args._parser.error("give --group G (repeatable), --group-regex RE or --offsets FILE|-")
-    config.flow(args.source, args.target)  # an unknown or disabled flow: before any JVM
+    # Before anything is read: the flow, the groups, and --to for a group's commits there.
+    preflight.check(config, args.source, args.target, args.group,
+                    contact=[] if args.offsets is not None else [args.target])
+    engine = ledger_engine(config.ledger_location, "offset-ledger-translate")
+    checkpointer = Checkpointer(engine, config)
     if args.offsets is not None:
         offsets = read_offsets(args.offsets)
-        checkpointer = Checkpointer(get_spark("offset-ledger-translate"), config)
-        checkpointer.ledger.require()
+        checkpointer.engine.require()
         checkpoints, _ = offsets_json.translate(checkpointer, args.source, args.target, offsets,
                                              label="(offsets)")
         if args.format == "table":
@@ -69,8 +78,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
         else:
             print(offsets_json.dumps(offsets_json.translated(checkpoints)))
         return 0
-    spark = get_spark("offset-ledger-translate")
-    checkpointer = Checkpointer(spark, config)
     groups = args.group
     if args.group_regex:
         from pipelines import kafka_admin
@@ -81,7 +88,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
             live = True
         except kafka_admin.KafkaAdminError:
             live = False  # as for --group: the commits recorded in the ledger answer
-        groups = Mover(spark, config).resolve_groups(groups, args.group_regex, args.source, live)
+        groups = Mover(engine, config).resolve_groups(groups, args.group_regex, args.source,
+                                                      live)
     result = checkpointer.run(f"{args.source}->{args.target}", groups=groups, sync=False,
                               allow_unreachable_source=True, dry_run=True)
     print(render(translation_rows(result.checkpoints), args.format or "table"))

@@ -25,14 +25,10 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 
 from ledger.config import Config
+from ledger.engine import LedgerEngine
 from ledger.records import CheckpointRecord
-from ledger.schemas import (
-    OPERATION_CHECKPOINTS,
-    OPERATION_CHECKPOINTS_SCHEMA,
-    OPERATION_RUNS,
-    OPERATION_RUNS_SCHEMA,
-)
-from ledger.span_snapshots import span_rows
+from ledger.schemas import OPERATION_CHECKPOINTS, OPERATION_RUNS
+from ledger.span_refresh import span_rows
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines.checkpoint.mapping import FORWARD
@@ -75,19 +71,15 @@ def run_rows(checkpoints: Iterable[CheckpointRecord], operation_ids: Mapping[str
     return rows
 
 
-def record(ledger: Ledger, config: Config, checkpoints: Iterable[CheckpointRecord | Mapping],
-           operation_ids: Mapping[str, str], stores: Mapping[str, OffsetSyncStore],
+def record(ledger: LedgerEngine | Ledger, config: Config,
+           checkpoints: Iterable[CheckpointRecord | Mapping], operation_ids: Mapping[str, str],
+           stores: Mapping[str, OffsetSyncStore],
            checkpoints_version: int, now: dt.datetime) -> None:
     """Append the evidence of ``operation_ids``' operations (before their operations rows).
 
     ``checkpoints`` may also be ``checkpoints`` rows (fixtures that write the table directly).
     """
-    spark = ledger.spark
+    engine = LedgerEngine.of(ledger)
     cps = CheckpointRecord.from_rows(checkpoints)
-    runs = run_rows(cps, operation_ids, stores, config, now)
-    if runs:
-        ledger.append(OPERATION_RUNS, spark.createDataFrame(runs, OPERATION_RUNS_SCHEMA))
-    rows = checkpoint_rows(cps, operation_ids, checkpoints_version)
-    if rows:
-        ledger.append(OPERATION_CHECKPOINTS,
-                      spark.createDataFrame(rows, OPERATION_CHECKPOINTS_SCHEMA))
+    engine.append(OPERATION_RUNS, run_rows(cps, operation_ids, stores, config, now))
+    engine.append(OPERATION_CHECKPOINTS, checkpoint_rows(cps, operation_ids, checkpoints_version))

@@ -36,24 +36,16 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-
-from pyspark.sql import functions as F
+from typing import Any
 
 from ledger import records
 from ledger.config import Config
+from ledger.engine import LedgerEngine, literal
 from ledger.errors import OffsetLedgerError
 from ledger.records import Operation
-from ledger.schemas import (
-    CHECKPOINTS,
-    GROUP_OFFSETS,
-    OFFSET_SYNCS,
-    OPERATIONS,
-    OPERATIONS_SCHEMA,
-    RESUME_POINTS,
-    RESUME_POINTS_SCHEMA,
-)
+from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
-from pipelines import kafka_admin
+from pipelines import kafka_admin, preflight
 from pipelines.checkpoint.compute import OffsetWrite
 from pipelines.checkpoint.engine import (
     Checkpointer,
@@ -68,7 +60,7 @@ from pipelines.failover import cutoff as cutoffs
 from pipelines.failover import evidence
 from pipelines.failover.readiness import Coverage, Gap, Need, needs_for, replication_lag
 from pipelines.failover.result import OperationResult, print_result
-from pipelines.spark import get_spark
+from pipelines.spark import ledger_engine
 
 
 class ReplicationLagError(OffsetLedgerError):
@@ -135,30 +127,40 @@ def _progress(message: str) -> None:
     print(f"\r{message}", end="", file=sys.stderr, flush=True)
 
 
-class Mover:
-    """Failover and failback of one or several groups, in one Spark session."""
+def check_flow(config: Config, kind: str, source: str, target: str):
+    """The enabled flow ``source->target`` a failover or failback moves groups along."""
+    if kind == "failback" and config.prefixless:
+        raise OffsetLedgerError(
+            f"failback {source} -> {target} is not possible under "
+            "IdentityReplicationPolicy: replicas keep their topics' names, so what "
+            f"producers wrote on {source} cannot be told from what was replicated there, and "
+            f"nothing replicates {source} -> {target}. Reconfigure the replication in the "
+            f"reverse direction first (disable {target}->{source}, enable "
+            f"{source}->{target}, `offset-ledger replicate --flow '{source}->{target}'` "
+            f"until caught up), then `offset-ledger failover --from {source} --to {target} "
+            "--cutoff`")
+    return config.flow(source, target)
 
-    def __init__(self, spark, config: Config):
-        self.spark = spark
+
+class Mover:
+    """Failover and failback of one or several groups, through one ledger engine.
+
+    ``engine`` is a :class:`~ledger.engine.LedgerEngine` (``ledger.engine`` decides delta-rs or
+    Spark), or a SparkSession (the ledger read and written with Spark).
+    """
+
+    def __init__(self, engine: LedgerEngine | Any, config: Config):
+        if not isinstance(engine, LedgerEngine):
+            engine = LedgerEngine.of(Ledger(engine, config.ledger_location))
+        self.engine = engine
         self.config = config
-        self.ledger = Ledger(spark, config.ledger_location)
-        self.checkpointer = Checkpointer(spark, config, self.ledger)
-        self.coverage = Coverage(config, self.ledger)
+        self.checkpointer = Checkpointer(engine, config)
+        self.coverage = Coverage(config, engine)
 
     # --- checks ----------------------------------------------------------------------------
 
     def check_flow(self, kind: str, source: str, target: str):
-        if kind == "failback" and self.config.prefixless:
-            raise OffsetLedgerError(
-                f"failback {source} -> {target} is not possible under "
-                "IdentityReplicationPolicy: replicas keep their topics' names, so what "
-                f"producers wrote on {source} cannot be told from what was replicated there, and "
-                f"nothing replicates {source} -> {target}. Reconfigure the replication in the "
-                f"reverse direction first (disable {target}->{source}, enable "
-                f"{source}->{target}, `offset-ledger replicate --flow '{source}->{target}'` "
-                f"until caught up), then `offset-ledger failover --from {source} --to {target} "
-                "--cutoff`")
-        return self.config.flow(source, target)
+        return check_flow(self.config, kind, source, target)
 
     def check_source(self, source: str, options: MoveOptions) -> bool:
         """Whether the source is to be contacted; an unreachable one is an error."""
@@ -170,7 +172,7 @@ class Mover:
                   "the last commits recorded in the ledger", file=sys.stderr)
             return False
         try:
-            kafka_admin.check_reachable(self.config.cluster(source), timeout=10.0)
+            preflight.check_reachable(self.config.cluster(source))
         except kafka_admin.KafkaAdminError as exc:
             if exc.kind != "unreachable":  # credentials, TLS, ACLs: fixed in the configuration
                 raise exc.__class__(f"{exc}; nothing was written", exc.kind) from None
@@ -200,8 +202,8 @@ class Mover:
 
     def recorded_groups(self, source: str) -> list[str]:
         """Groups whose commits on ``source`` the ledger recorded (a lost source's groups)."""
-        rows = (self.ledger.read(GROUP_OFFSETS).where(F.col("cluster") == source)
-                .select("group_id").distinct().collect())
+        rows = self.engine.query(f"SELECT DISTINCT group_id FROM {{g}} "
+                                 f"WHERE cluster = {literal(source)}", g=GROUP_OFFSETS)
         return sorted(r["group_id"] for r in rows)
 
     def wait_for_replication(self, needs: list[Need], options: MoveOptions) -> None:
@@ -246,8 +248,10 @@ class Mover:
                 forward.setdefault(n.sync_flow, {})[(n.topic, n.partition)] = n.offset
             else:  # a replica offset: replicate that flow as far as its source holds now
                 whole.add(n.sync_flow)
-        results = [replicate_once(self.spark, self.config, flow) for flow in sorted(whole)]
-        results += [replicate_once(self.spark, self.config, flow, until=until,
+        # The engine's session if Spark is open; else replicate starts one only if it must.
+        spark = self.engine.spark if self.engine.started else None
+        results = [replicate_once(spark, self.config, flow) for flow in sorted(whole)]
+        results += [replicate_once(spark, self.config, flow, until=until,
                                    until_timeout_s=max(1.0, timeout))
                     for flow, until in sorted(forward.items())]
         # A topic the catch-up cannot copy (e.g. its source was recreated) will not catch up
@@ -277,7 +281,7 @@ class Mover:
         flow = self.check_flow(kind, source, target)
         live = self.check_source(source, options)
         groups = self.resolve_groups(groups, group_regex, source, live)
-        self.ledger.require() if options.dry_run else self.ledger.init()
+        self.engine.require() if options.dry_run else self.engine.init()
         source_cluster, target_cluster = self.config.cluster(source), self.config.cluster(target)
         for group in groups:
             kafka_admin.ensure_inactive(target_cluster, group)
@@ -294,7 +298,7 @@ class Mover:
                 kafka_admin.ensure_inactive(source_cluster, group)
             needs = needs_for(commits, mappings, ends)
             self.wait_for_replication(needs, options)
-            lag = replication_lag(self.config, self.ledger, needs)
+            lag = replication_lag(self.config, self.engine, needs)
         else:
             lag = 0
         plan = self.checkpointer.plan(flow.name, groups=groups, recorded_commits=not live)
@@ -319,7 +323,7 @@ class Mover:
                 (cp.group_id, cp.target_topic, cp.partition) for cp, _ in result.skipped}
             starts = self.start_offsets(groups, target, subscribe, written)
             self.write_starts(starts, operation_ids, kind, target)
-            evidence.record(self.ledger, self.config, result.checkpoints, operation_ids,
+            evidence.record(self.engine, self.config, result.checkpoints, operation_ids,
                             plan.stores, result.versions[CHECKPOINTS], plan.now)
         seconds = time.monotonic() - started_mono
         if not options.dry_run:
@@ -376,10 +380,8 @@ class Mover:
                                reason=kind, cluster=target,
                                checkpoints_version=result.versions[CHECKPOINTS], now=now)
                   for w in result.writes]
-        if points:
-            self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
-                records.rows(points), RESUME_POINTS_SCHEMA))
-        result.versions[RESUME_POINTS] = self.ledger.version(RESUME_POINTS)
+        self.engine.append(RESUME_POINTS, records.rows(points))
+        result.versions[RESUME_POINTS] = self.engine.version(RESUME_POINTS)
 
     def start_offsets(self, groups: list[str], target: str, subscribe: dict[str, list[str]],
                       written: set[tuple[str, str, int]]) -> list[OffsetWrite]:
@@ -415,15 +417,14 @@ class Mover:
             points = [resume_point(w, operation_id=operation_ids[w.group_id], reason=kind,
                                    cluster=target, checkpoints_version=None, now=now)
                       for w in starts]
-            self.ledger.append(RESUME_POINTS, self.spark.createDataFrame(
-                records.rows(points), RESUME_POINTS_SCHEMA))
+            self.engine.append(RESUME_POINTS, records.rows(points))
 
     def record_operations(self, kind: str, groups: list[str], source: str, target: str,
                           result: CheckpointResult, subscribe: dict[str, list[str]],
                           operation_ids: dict[str, str], started, seconds: float, live: bool,
                           mode: str, messages: dict[str, str] | None = None) -> None:
         """One row per group, every row with the same ledger versions."""
-        resume_version = self.ledger.version(RESUME_POINTS)
+        resume_version = self.engine.version(RESUME_POINTS)
         ready = utcnow()
         operations = [Operation(
             operation_id=operation_ids[g], kind=kind, group_id=g, from_cluster=source,
@@ -439,9 +440,8 @@ class Mover:
                      (f"{source} declared lost (--disaster): recorded commits used"
                       if not live else "cutoff" if mode == "cutoff" else None)),
         ) for g in groups]
-        self.ledger.append(OPERATIONS, self.spark.createDataFrame(
-            records.rows(operations), OPERATIONS_SCHEMA))
-        result.versions[OPERATIONS] = self.ledger.version(OPERATIONS)
+        self.engine.append(OPERATIONS, records.rows(operations))
+        result.versions[OPERATIONS] = self.engine.version(OPERATIONS)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -451,12 +451,16 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if args.spark_checkpoint:
         from pipelines.failover import spark_query
 
-        return spark_query.run(args, Mover(get_spark(f"offset-ledger-{args._verb}"), config),
-                               options)
+        return spark_query.run(args, Mover(ledger_engine(
+            config.ledger_location, f"offset-ledger-{args._verb}"), config), options)
     if not args.group and not args.group_regex:
         args._parser.error("give --group G (repeatable), --group-regex RE or "
                            "--spark-checkpoint PATH")
-    mover = Mover(get_spark(f"offset-ledger-{args._verb}"), config)
+    # Before anything starts: the flow, the groups named, the target (the source is probed
+    # first thing in the move, which says what to do if it is lost).
+    check_flow(config, args._verb, args.source, args.target)
+    preflight.check(config, args.source, args.target, args.group, contact=[args.target])
+    mover = Mover(ledger_engine(config.ledger_location, f"offset-ledger-{args._verb}"), config)
     results = mover.move_groups(args._verb, args.group, args.source, args.target, options,
                                 group_regex=args.group_regex)
     print_result(results, args.format)

@@ -13,9 +13,19 @@ the end offsets. Per committed offset ``c`` of a group partition::
         upstream   ... 1439 1440 1441 | 1442 (txn marker) 1443 (aborted) | 1444 = c
         runs end here ---------------^   nothing committed in [1442, 1444): covered
 
+One rule for ``failover``, ``failback`` and ``status``: where the recorded runs of a flow
+partition end is :func:`recorded_ends` (the highest end of the current epoch's runs, or
+``replication_progress``'s next upstream offset when higher), never "the newest run's end"::
+
+    runs in write order   (u=0, d=0, n=100)  then a rewind  (u=50, d=100, n=10)
+    newest run's end      60        <- a wrong "wait" for a group at 80
+    highest epoch end     100       <- records 0..99 all have copies: a group at 80 is covered
+
 Invariants:
     * Reads only: the ledger (``replication_progress``, then the runs of the partitions still
       in doubt) and Kafka (read_committed probes); nothing is written.
+    * :func:`recorded_ends` is the only place the ends are decided; :class:`Coverage` (a move)
+      and ``pipelines.status.gather`` (status) both ask it.
     * A gap that cannot be told (an open transaction holds the last stable offset) is not
       covered: waiting is always safe, a wrong "ready" is not.
 """
@@ -25,12 +35,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pyspark.sql import functions as F
-
 from ledger.config import Config
+from ledger.engine import LedgerEngine, literals
 from ledger.records import ProgressRecord
 from ledger.schemas import REPLICATION_PROGRESS
-from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines import kafka_admin
 from pipelines.checkpoint.compute import Commit
@@ -90,50 +98,84 @@ def needs_for(commits: Iterable[Commit], mappings: dict[str, TopicMapping],
     return [Need(f, t, p, o, d) for (f, t, p, d), o in sorted(best.items())]
 
 
+Key = tuple[str, str, int]  # (flow, original topic, partition)
+
+
+@dataclass(frozen=True)
+class RecordedEnd:
+    """Where the ledger's runs of one flow partition end (None: no runs recorded).
+
+    ``upstream``: one past the highest original record the current epoch's runs hold, or
+    ``replication_progress``'s next upstream offset when higher (MM2's Connect offsets);
+    ``downstream``: one past the highest replica offset they hold.
+    """
+
+    upstream: int | None
+    downstream: int | None
+
+    def replicated_to(self, direction: str) -> int | None:
+        """The end a committed offset of ``direction`` is compared with."""
+        return self.upstream if direction == FORWARD else self.downstream
+
+
+def progress_ends(engine: LedgerEngine, flows: set[str]) -> dict[Key, ProgressRecord]:
+    """``replication_progress`` of ``flows``: one small row per partition."""
+    if not flows or not engine.exists(REPLICATION_PROGRESS):
+        return {}
+    rows = engine.query(f"SELECT * FROM {{p}} WHERE flow IN {literals(flows)}",
+                        p=REPLICATION_PROGRESS)
+    return {(p.flow, p.topic, p.partition): p for p in ProgressRecord.from_rows(rows)}
+
+
+def recorded_ends(engine: LedgerEngine | Ledger, keys: Iterable[Key],
+                  enough: dict[Key, int] | None = None,
+                  progress: dict[Key, ProgressRecord] | None = None) -> dict[Key, RecordedEnd]:
+    """The one readiness rule's ends (see the module docstring) of each flow partition.
+
+    ``enough`` (``{key: offset}``): a forward key whose progress row already reaches the offset
+    needs no run read (the common case: one small table answers); its ends are the progress
+    row's. Every other key's current-epoch spans are loaded (bounded, ``ledger.store``).
+    ``progress`` may pass rows read already.
+    """
+    engine = LedgerEngine.of(engine)
+    keys = sorted(set(keys))
+    if progress is None:
+        progress = progress_ends(engine, {k[0] for k in keys})
+    enough = enough or {}
+    ahead = {k: p.next_upstream_offset for k, p in progress.items()
+             if p.next_upstream_offset is not None}
+    doubtful = [k for k in keys if k not in enough or ahead.get(k, -1) < enough[k]]
+    wanted: dict[str, set[tuple[str, int]]] = {}
+    for flow, topic, partition in doubtful:
+        wanted.setdefault(flow, set()).add((topic, partition))
+    stores = {flow: engine.load_store(flow, topics={t for t, _ in parts}, partitions=parts)
+              for flow, parts in sorted(wanted.items())}
+    out = {}
+    for key in keys:
+        flow, topic, partition = key
+        store = stores.get(flow)
+        upstream = [e for e in (ahead.get(key), store and store.upstream_end(topic, partition))
+                    if e is not None]
+        downstream = store.downstream_end(topic, partition) if store is not None else None
+        out[key] = RecordedEnd(max(upstream) if upstream else None, downstream)
+    return out
+
+
 class Coverage:
     """Answers "which needs are not covered yet?" against one ledger and the clusters."""
 
-    def __init__(self, config: Config, ledger: Ledger):
+    def __init__(self, config: Config, ledger: LedgerEngine | Ledger):
         self.config = config
-        self.ledger = ledger
+        self.engine = LedgerEngine.of(ledger)
 
     def gaps(self, needs: list[Need]) -> list[Gap]:
         if not needs:
             return []
-        progress = self._progress({n.sync_flow for n in needs if n.direction == FORWARD})
-        doubtful = [n for n in needs
-                    if n.direction != FORWARD or progress.get(n.key, -1) < n.offset]
-        stores = self._stores(doubtful)
-        gaps: list[Gap] = []
-        for n in doubtful:
-            store = stores[n.sync_flow]
-            if n.direction == FORWARD:
-                ends = [e for e in (store.upstream_end(n.topic, n.partition),
-                                    progress.get(n.key)) if e is not None]
-            else:
-                ends = [e for e in [store.downstream_end(n.topic, n.partition)] if e is not None]
-            got = max(ends) if ends else None
-            if got is None or got < n.offset:
-                gaps.append(Gap(n, got))
+        enough = {n.key: n.offset for n in needs if n.direction == FORWARD}
+        ends = recorded_ends(self.engine, {n.key for n in needs}, enough)
+        gaps = [Gap(n, ends[n.key].replicated_to(n.direction)) for n in needs]
+        gaps = [g for g in gaps if g.replicated_to is None or g.replicated_to < g.need.offset]
         return self._drop_marker_tails(gaps)
-
-    def _progress(self, flows: set[str]) -> dict[tuple[str, str, int], int]:
-        """``replication_progress``: one small row per partition, answers most needs."""
-        if not flows or not self.ledger.exists(REPLICATION_PROGRESS):
-            return {}
-        progress = ProgressRecord.from_rows(self.ledger.read(REPLICATION_PROGRESS)
-                                            .where(F.col("flow").isin(sorted(flows))).collect())
-        return {(p.flow, p.topic, p.partition): p.next_upstream_offset
-                for p in progress if p.next_upstream_offset is not None}
-
-    def _stores(self, needs: list[Need]) -> dict[str, OffsetSyncStore]:
-        """Each flow's spans, of the needed partitions only."""
-        wanted: dict[str, set[tuple[str, int]]] = {}
-        for n in needs:
-            wanted.setdefault(n.sync_flow, set()).add((n.topic, n.partition))
-        return {flow: OffsetSyncStore.load(self.ledger, flow,
-                                           topics={t for t, _ in keys}, partitions=keys)
-                for flow, keys in wanted.items()}
 
     def _drop_marker_tails(self, gaps: list[Gap]) -> list[Gap]:
         """Forward gaps of only transaction markers and aborted records are covered."""
@@ -152,7 +194,7 @@ class Coverage:
                 if not (g.need.direction == FORWARD and g.need.key in empty)]
 
 
-def replication_lag(config: Config, ledger: Ledger, needs: list[Need]) -> int:
+def replication_lag(config: Config, ledger: LedgerEngine | Ledger, needs: list[Need]) -> int:
     """Records the sources hold beyond the runs, for the forward partitions of ``needs``.
 
     Informational: a continuous move does not wait for them (they keep replicating).
@@ -163,12 +205,12 @@ def replication_lag(config: Config, ledger: Ledger, needs: list[Need]) -> int:
     by_source: dict[str, list[Need]] = {}
     for n in forward:
         by_source.setdefault(config.flow(n.sync_flow).source, []).append(n)
-    stores = Coverage(config, ledger)._stores(forward)
+    recorded = recorded_ends(ledger, {n.key for n in forward})
     lag = 0
     for alias, group in by_source.items():
         ends = kafka_admin.end_offsets(config.cluster(alias), [(n.topic, n.partition)
                                                               for n in group])
         for n in group:
-            got = stores[n.sync_flow].upstream_end(n.topic, n.partition) or 0
+            got = recorded[n.key].upstream or 0
             lag += max(0, ends[(n.topic, n.partition)] - got)
     return lag

@@ -40,14 +40,7 @@ from pathlib import Path
 
 from ledger import records
 from ledger.errors import OffsetLedgerError
-from ledger.schemas import (
-    CHECKPOINTS,
-    CHECKPOINTS_SCHEMA,
-    GROUP_OFFSETS,
-    OFFSET_SYNCS,
-    RESUME_POINTS,
-    RESUME_POINTS_SCHEMA,
-)
+from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from pipelines.checkpoint import offsets as offsets_json
 from pipelines.checkpoint.compute import Commit, OffsetWrite
 from pipelines.checkpoint.engine import CheckpointResult, resume_point, utcnow
@@ -120,7 +113,7 @@ class QueryMover:
     def __init__(self, mover: Mover):
         self.mover = mover
         self.config = mover.config
-        self.ledger = mover.ledger
+        self.ledger = mover.engine  # ledger.engine: delta-rs or Spark, as for every verb
 
     def move(self, kind: str, location: str, source: str, target: str, options: MoveOptions,
              name: str | None = None) -> QueryMove:
@@ -198,16 +191,14 @@ class QueryMover:
                 started, started_mono: float, live: bool, options: MoveOptions,
                 now) -> dict[str, int]:
         """Checkpoints, resume points, evidence, then the operation row (in that order)."""
-        spark, label, op = self.ledger.spark, result.query, result.operation_id
-        self.ledger.append(CHECKPOINTS, spark.createDataFrame(
-            records.rows(result.checkpoints), CHECKPOINTS_SCHEMA))
+        label, op = result.query, result.operation_id
+        self.ledger.append(CHECKPOINTS, records.rows(result.checkpoints))
         checkpoints_version = self.ledger.version(CHECKPOINTS)
         writes = [OffsetWrite(label, cp.target_topic, cp.partition, int(cp.target_offset),
                               None, cp) for cp in result.checkpoints] + result.starts
         points = [resume_point(w, operation_id=op, reason=kind, cluster=target,
                                checkpoints_version=checkpoints_version, now=now) for w in writes]
-        self.ledger.append(RESUME_POINTS, spark.createDataFrame(records.rows(points),
-                                                                RESUME_POINTS_SCHEMA))
+        self.ledger.append(RESUME_POINTS, records.rows(points))
         evidence.record(self.ledger, self.config, result.checkpoints, {label: op}, stores,
                         checkpoints_version, now)
         versions = {OFFSET_SYNCS: next(iter(stores.values())).version if stores

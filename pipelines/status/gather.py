@@ -3,9 +3,11 @@
 Invariants:
     * Reads only: nothing is written to Kafka (no group joins, no commits: probes use random
       group ids and never commit) or to the ledger.
-    * Ledger reads are bounded: ``replication_progress`` for the shown flows, the newest run
-      per partition (``pipelines.replicate.state.read_flow_state``, bounded by the progress
-      rows), and an aggregate of ``checkpoints`` filtered by group and clusters.
+    * Ledger reads are bounded: ``replication_progress`` for the shown flows, the current
+      epoch's spans of the partitions progress does not answer (the one readiness rule,
+      ``pipelines.failover.readiness.recorded_ends``, which ``failover`` and ``failback`` use
+      too), and aggregates of ``checkpoints`` and ``operations`` filtered by group and clusters;
+      through the verb's ledger engine (``ledger.engine``: no JVM on a path ledger).
     * A cluster that does not answer (or refuses the credentials) is reported as text in the
       result (``FlowStatus.error``, ``GroupStatus.errors``); it never raises out of a round.
     * One :class:`Gatherer` per round: its caches (reachability, topic lists) are one round's.
@@ -21,19 +23,18 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from confluent_kafka import Consumer, TopicPartition
-from pyspark.sql import functions as F
 
 from ledger.config import Config, FlowConfig
+from ledger.engine import LedgerEngine
 from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
-from ledger.records import ProgressRecord
-from ledger.schemas import CHECKPOINTS, OPERATIONS, REPLICATION_PROGRESS
+from ledger.schemas import CHECKPOINTS, OPERATIONS
 from ledger.tables import Ledger
 from pipelines import kafka_admin
 from pipelines.checkpoint import history
 from pipelines.checkpoint.mapping import FORWARD, map_topic
+from pipelines.failover.readiness import progress_ends, recorded_ends
 from pipelines.mm2 import formats
-from pipelines.replicate.state import read_flow_state
 from pipelines.replicate.topics import look_up_unseen, select_topics
 from pipelines.status.readiness import (
     Checkpoint,
@@ -43,7 +44,7 @@ from pipelines.status.readiness import (
     GroupStatus,
     PartitionLag,
 )
-from pipelines.status.transforms import last_operations, newest_checkpoints, progress_view
+from pipelines.status.transforms import last_operations, newest_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +107,9 @@ def newest_heartbeat(cluster, topic: str, timeout: float = 5.0) -> dt.datetime |
 class Gatherer:
     """One round of status: the shown flows and groups, each cluster asked once."""
 
-    def __init__(self, config: Config, ledger: Ledger):
+    def __init__(self, config: Config, ledger: LedgerEngine | Ledger):
         self.config = config
-        self.ledger = ledger
+        self.engine = LedgerEngine.of(ledger)
         self.policy = ReplicationPolicy.from_config(config)
         self._errors: dict[str, str | None] = {}
         self._topics: dict[str, dict[str, int]] = {}
@@ -154,20 +155,18 @@ class Gatherer:
         except OffsetLedgerError as exc:
             status.error = str(exc)
             return status
-        with _timed(f"{flow.name} runs"):
-            state = read_flow_state(self.ledger, flow.name, tps)
-        status.last_run = state.newest_written_at
         with _timed(f"{flow.name} progress"):
-            progress = {(p.topic, p.partition): p for p in ProgressRecord.from_rows(progress_view(
-                self.ledger.read(REPLICATION_PROGRESS), [flow.name]).collect())}
-        recorded: dict[TP, int] = {}
-        for tp in tps:
-            ends_at = [state.tails[tp].upstream_end] if tp in state.tails else []
-            row = progress.get(tp)
-            if row is not None and row.next_upstream_offset is not None:
-                ends_at.append(row.next_upstream_offset)  # MM2's Connect offsets
-            if ends_at:
-                recorded[tp] = max(ends_at)
+            rows = progress_ends(self.engine, {flow.name})
+        progress = {(t, p): row for (_, t, p), row in rows.items()}
+        with _timed(f"{flow.name} runs"):
+            # The one readiness rule: where the current epoch's runs end (or progress, higher).
+            ends_of = recorded_ends(self.engine, [(flow.name, t, p) for t, p in tps],
+                                    enough={(flow.name, t, p): ends[(t, p)] for t, p in tps},
+                                    progress=rows)
+        recorded = {(t, p): e.upstream for (_, t, p), e in ends_of.items()
+                    if e.upstream is not None}
+        updated = [_utc(r.updated_at) for r in progress.values() if r.updated_at is not None]
+        status.last_run = max(updated, default=None)
         lows = start_offsets(source, [tp for tp in tps if tp not in recorded])
         for tp in tps:
             row = progress.get(tp)
@@ -243,11 +242,11 @@ class Gatherer:
                                                                   mapping.direction))
         for sync_flow, items in reverse.items():
             # The group's offsets on the replica are downstream offsets of the reverse flow.
-            state = read_flow_state(self.ledger, sync_flow, [(t, c.partition) for c, t, _ in items])
+            ends = recorded_ends(self.engine, [(sync_flow, t, c.partition) for c, t, _ in items])
             for c, sync_topic, direction in items:
-                tail = state.tails.get((sync_topic, c.partition))
+                end = ends[(sync_flow, sync_topic, c.partition)]
                 status.coverage.append(Coverage(direction, c.topic, c.partition, c.offset,
-                                                tail.downstream_end if tail else None))
+                                                end.replicated_to(direction)))
         gaps = {(c.topic, c.partition): (c.replicated_to, c.committed) for c in status.coverage
                 if c.direction == FORWARD and c.missing and c.replicated_to is not None}
         if gaps:
@@ -268,10 +267,9 @@ class Gatherer:
         # holds the newest checkpoint of every group it checkpoints (pipelines.checkpoint.history).
         since = history.window_start(dt.datetime.now(dt.UTC).replace(tzinfo=None),
                                      self.config.history_refresh_hours)
-        recent = self.ledger.read(CHECKPOINTS).where(F.col("checkpointed_at") >= F.lit(since))
         with _timed("checkpoints"):
-            rows = newest_checkpoints(recent, groups,
-                                      [(f.source, f.target) for f in flows]).collect()
+            rows = self.engine.query(newest_checkpoints(
+                groups, [(f.source, f.target) for f in flows], since), c=CHECKPOINTS)
         return {(r["group_id"], r["source_cluster"], r["target_cluster"]):
                 Checkpoint(_utc(r["newest"]), int(r["partitions"])) for r in rows}
 
@@ -280,6 +278,5 @@ class Gatherer:
         if not groups:
             return {}
         with _timed("operations"):
-            rows = last_operations(self.ledger.read(OPERATIONS), groups).collect()
-        return {r["group_id"]: (r["last"]["from_cluster"], r["last"]["to_cluster"])
-                for r in rows}
+            rows = self.engine.query(last_operations(groups), o=OPERATIONS)
+        return {r["group_id"]: (r["from_cluster"], r["to_cluster"]) for r in rows}

@@ -99,12 +99,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
     fmt = getattr(args, "format", "table")
     groups_only = getattr(args, "groups_only", False)
 
-    from ledger.tables import Ledger
     from pipelines.metrics.status import to_prometheus
-    from pipelines.spark import get_spark
+    from pipelines.spark import ledger_engine
     from pipelines.status.render import to_json, to_table
 
-    ledger = Ledger(get_spark("offset-ledger-status"), config.ledger_location)
+    # delta-rs on a path ledger (no JVM), Spark under spark-submit or where it must.
+    ledger = ledger_engine(config.ledger_location, "offset-ledger-status")
     started = time.perf_counter()
     ledger.require(OFFSET_SYNCS, REPLICATION_PROGRESS, CHECKPOINTS, OPERATIONS)
     log.info("status: ledger check took %.2fs", time.perf_counter() - started)

@@ -1,46 +1,51 @@
-"""Pure DataFrame transforms of ``status`` (no I/O, no session): bounded ledger views.
+"""The bounded ledger reads of ``status``, as SQL both ledger engines run (``ledger.engine``).
 
 Invariants:
-    * Every view is filtered first on the columns the ledger is laid out and Z-ordered by
-      (``flow``; ``group_id`` with the clusters), so Delta skips files, and aggregated to a
-      handful of rows per partition before anything reaches the driver.
+    * Every query is filtered first on the columns the ledger is laid out and Z-ordered by
+      (``group_id`` with the clusters, the time column), so Delta skips files, and aggregated
+      to a handful of rows per group before anything reaches the driver.
+    * Pure text: no session, no I/O; the tables are ``{c}`` (checkpoints) and ``{o}``
+      (operations) for :meth:`ledger.engine.LedgerEngine.query`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from ledger.engine import literal, literals, timestamp
 
 
-def progress_view(progress: DataFrame, flows: Iterable[str]) -> DataFrame:
-    """``replication_progress`` rows of ``flows`` (one per partition, read as
-    ``ProgressRecord``s): where each partition got, and when."""
-    return progress.where(F.col("flow").isin(sorted(set(flows))))
-
-
-def newest_checkpoints(checkpoints: DataFrame, groups: Iterable[str],
-                       pairs: Iterable[tuple[str, str]]) -> DataFrame:
-    """Per group and (source cluster, target cluster): newest checkpoint time, partitions.
+def newest_checkpoints(groups: Iterable[str], pairs: Iterable[tuple[str, str]],
+                       since: dt.datetime) -> str:
+    """Per group and (source cluster, target cluster): newest checkpoint time (``newest``) and
+    the number of partitions checkpointed (``partitions``), among checkpoints since ``since``.
 
     ``pairs`` are the moves asked about; a checkpoint of a move ``S -> T`` has
     ``source_cluster = S`` and ``target_cluster = T`` whatever runs translated it.
     """
-    pairs = sorted(set(pairs))
-    wanted = F.lit(False)
-    for source, target in pairs:
-        wanted = wanted | ((F.col("source_cluster") == source)
-                           & (F.col("target_cluster") == target))
-    return (checkpoints.where(F.col("group_id").isin(sorted(set(groups))) & wanted)
-            .groupBy("group_id", "source_cluster", "target_cluster")
-            .agg(F.max("checkpointed_at").alias("newest"),
-                 F.countDistinct("source_topic", "partition").alias("partitions")))
+    wanted = " OR ".join(f"(source_cluster = {literal(s)} AND target_cluster = {literal(t)})"
+                         for s, t in sorted(set(pairs))) or "FALSE"
+    return f"""
+        SELECT group_id, source_cluster, target_cluster, max(newest) AS newest,
+               count(*) AS partitions
+        FROM (SELECT group_id, source_cluster, target_cluster, source_topic, {{partition}},
+                     max(checkpointed_at) AS newest
+              FROM {{c}}
+              WHERE checkpointed_at >= {timestamp(since)} AND group_id IN {literals(groups)}
+                AND ({wanted})
+              GROUP BY group_id, source_cluster, target_cluster, source_topic, {{partition}})
+             AS per_partition
+        GROUP BY group_id, source_cluster, target_cluster"""
 
 
-def last_operations(operations: DataFrame, groups: Iterable[str]) -> DataFrame:
-    """Per group: the clusters of its newest completed failover/failback."""
-    return (operations.where(F.col("group_id").isin(sorted(set(groups)))
-                             & (F.col("status") == "completed"))
-            .groupBy("group_id")
-            .agg(F.max_by(F.struct("from_cluster", "to_cluster"), "started_at").alias("last")))
+def last_operations(groups: Iterable[str]) -> str:
+    """Per group: ``from_cluster`` and ``to_cluster`` of its newest completed operation."""
+    return f"""
+        SELECT group_id, from_cluster, to_cluster
+        FROM (SELECT group_id, from_cluster, to_cluster,
+                     ROW_NUMBER() OVER (PARTITION BY group_id
+                                        ORDER BY started_at DESC NULLS LAST) AS newest
+              FROM {{o}}
+              WHERE group_id IN {literals(groups)} AND status = 'completed') AS ranked
+        WHERE newest = 1"""

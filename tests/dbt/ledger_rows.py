@@ -174,7 +174,7 @@ def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]
         "checkpoints_version": cp_v2, "group_offsets_version": go_v2,
         "resume_points_version": rp_v2, "reverse_checkpointing": True,
         "started_at": at(8.5), "ready_at": at(10), "seconds_to_ready": 1.5, "message": None}])
-    from ledger.span_snapshots import refresh
+    from ledger.span_refresh import refresh
 
     refresh(ledger, {pb: ("P", "B"), bp: ("B", "P")})
     # after the failback: more replication; the audit at the failback's versions ignores it

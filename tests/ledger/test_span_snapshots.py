@@ -10,8 +10,10 @@ from pyspark.sql import functions as F
 
 from bench.scan_metrics import scan_stats
 from ledger import span_snapshots, translation
+from ledger.engine import LedgerEngine
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA
-from ledger.span_snapshots import SpanSnapshot, commits_since, refresh, refresh_if_behind
+from ledger.span_refresh import commits_since, refresh, refresh_if_behind
+from ledger.span_snapshots import SpanSnapshot
 from ledger.spans import coalesce
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
@@ -114,6 +116,24 @@ def test_a_load_from_the_snapshot_translates_like_the_raw_runs(ledger: dict) -> 
     assert set(partial.runs) == {("Payments", 3), ("Payments", 4)}
     assert_translates_like(partial, 3, raw(3))
     assert_translates_like(partial, 4, raw(4))
+
+
+def test_delta_rs_loads_the_spans_spark_loads(ledger: dict, monkeypatch) -> None:
+    spark_ledger = ledger["ledger"]
+    engine = LedgerEngine(spark_ledger.location, lambda: spark_ledger.spark)
+    for kwargs in ({}, {"topics": {"Payments"}},
+                   {"partitions": {("Payments", 1), ("Payments", 3), ("Payments", 4)}},
+                   {"version": ledger["before_snapshot"]}, {"topics": set()}):
+        direct = OffsetSyncStore.load_direct(engine, "P->B", **kwargs)
+        by_spark = OffsetSyncStore.load(spark_ledger, "P->B", **kwargs)
+        assert direct is not None and engine.direct, kwargs
+        assert (direct.version, direct.runs, direct.replica_topics) == (
+            by_spark.version, by_spark.runs, by_spark.replica_topics), kwargs
+    # A tail longer than the driver takes: the engine leaves the load to Spark, same spans.
+    monkeypatch.setattr(span_snapshots, "TAIL_ON_DRIVER", 10)
+    assert OffsetSyncStore.load_direct(engine, "P->B") is None
+    assert engine.load_store("P->B").runs == OffsetSyncStore.load(spark_ledger, "P->B").runs
+    assert not engine.direct
 
 
 def test_a_long_tail_is_coalesced_in_spark_with_the_same_spans(ledger: dict,

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.span_snapshots import SpanSnapshot
 from ledger.tables import Ledger
 from pipelines import cli, kafka_admin
+from pipelines import spark as spark_module
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
 pytestmark = pytest.mark.e2e
 
 
+def no_jvm(*args, **kwargs):
+    raise AssertionError("a checkpoint or translate on a path ledger started Spark")
+
+
 def test_checkpoint_pass_records_translates_and_syncs_under_mm2_rules(spark, make_config,
-                                                                       unique):
+                                                                       unique, monkeypatch,
+                                                                       capsys):
     config = make_config(
         flows={"P->B": {"topics": ["cp-.*"], "groups": ["cpg-.*"]},
                "B->P": {"topics": ["cp-.*"], "groups": ["cpg-.*"],
@@ -32,7 +40,14 @@ def test_checkpoint_pass_records_translates_and_syncs_under_mm2_rules(spark, mak
     # `other` already sits further ahead on B: MM2 never rewinds it.
     kafka_admin.alter_group_offsets(backup, other, {(replica, 0): 30})
     ledger = Ledger(spark, config.ledger_location)
+    # Every verb below reads and commits with delta-rs (ledger.engine): no JVM.
+    monkeypatch.setattr(spark_module, "get_spark", no_jvm)
 
+    assert cli.main(["translate", "--group", group, "--from", "P", "--to", "B", "--format",
+                     "json", "--config", config.path]) == 0
+    (translated,) = json.loads(capsys.readouterr().out)
+    assert (translated["topic"], translated["offset"], translated["status"]) == (
+        topic, 25, "translated")
     assert cli.main(["checkpoint", "--flow", "P->B", "--once", "--sync",
                      "--config", config.path]) == 0
     assert kafka_admin.group_offsets(backup, group) == {(replica, 0): 25}

@@ -7,6 +7,7 @@ from operator import itemgetter
 
 import pytest
 
+from ledger.engine import LedgerEngine
 from ledger.records import CheckpointRecord
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS
 from ledger.tables import Ledger
@@ -79,17 +80,28 @@ def test_the_window_covers_the_refresh_and_a_late_pass():
 
 
 @pytest.mark.spark
-def test_latest_reads_only_the_window(spark):
-    rows = [("g", 0, 1, NOW - dt.timedelta(days=3)), ("g", 0, 2, NOW - dt.timedelta(hours=2)),
-            ("g", 1, 7, NOW - dt.timedelta(days=3))]
-    df = spark.createDataFrame(rows, "group_id string, partition int, offset int, at timestamp")
+def test_latest_reads_only_the_window_alike_in_both_engines(spark, tmp_path):
+    ledger = Ledger(spark, str(tmp_path / "ledger"))
+    ledger.init()
+    observed = [("g", 0, 1, NOW - dt.timedelta(days=3)), ("g", 0, 2, NOW - dt.timedelta(hours=2)),
+                ("g", 1, 7, NOW - dt.timedelta(days=3)), ("h", 0, 9, NOW)]
+    rows = [{"observation_id": f"o{i}", "cluster": "P", "group_id": g, "topic": "T",
+             "partition": p, "committed_offset": o, "group_state": "Empty", "observed_at": at}
+            for i, (g, p, o, at) in enumerate(observed)]
+    LedgerEngine.of(ledger).append(GROUP_OFFSETS, rows)
     since = history.window_start(NOW, 24)
-    recent = {(r["group_id"], r["partition"]): r["offset"]
-              for r in history.latest(df, KEY, "at", since).collect()}
-    everything = {(r["group_id"], r["partition"]): r["offset"]
-                  for r in history.latest(df, KEY, "at", None).collect()}
-    assert recent == {("g", 0): 2}
-    assert everything == {("g", 0): 2, ("g", 1): 7}
+    where = "cluster = 'P' AND group_id IN ('g')"
+    answers = {}
+    for engine in (LedgerEngine(ledger.location), LedgerEngine.of(ledger)):
+        for name, start in (("recent", since), ("everything", None)):
+            found = engine.query(history.latest_sql("t", ("group_id", "partition"),
+                                                    "observed_at", start, where),
+                                 t=GROUP_OFFSETS)
+            answers[(engine.name, name)] = {(r["group_id"], r["partition"]): r["committed_offset"]
+                                            for r in history.rows_of(found)}
+    assert answers[("delta-rs", "recent")] == answers[("spark", "recent")] == {("g", 0): 2}
+    assert answers[("delta-rs", "everything")] == answers[("spark", "everything")] == {
+        ("g", 0): 2, ("g", 1): 7}
 
 
 @pytest.mark.e2e

@@ -1,0 +1,132 @@
+"""Refreshing the persisted spans of ``offset_sync_spans`` (:mod:`ledger.span_snapshots`).
+
+``ledger maintain`` refreshes every flow's snapshot; a checkpoint pass refreshes the flows it
+translates over once they are ``ledger.spans.refresh.commits`` commits behind. Either engine
+(:mod:`ledger.engine`) makes the same commit: one flow's rows replaced in one Delta commit.
+
+Invariants:
+    * A refresh loads the flow's spans at the current ``offset_syncs`` version starting from
+      the previous snapshot (:meth:`ledger.store.OffsetSyncStore.load`: only the runs after
+      it are read) and writes them with that version and ``covered_until``, the newest
+      ``written_at`` of the flow's runs at that version (see the snapshot invariants).
+    * A flow without runs and without a snapshot gets no rows.
+    * This module sits above both :mod:`ledger.store` and :mod:`ledger.span_snapshots` (the
+      store reads snapshots; a refresh loads a store): neither imports the other's caller.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ledger.engine import LedgerEngine, literal, timestamp
+from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS
+from ledger.span_snapshots import SPAN_RUN_ID, Key, tail_start
+from ledger.store import OffsetSyncStore
+from ledger.tables import Ledger
+
+
+def span_rows(store: OffsetSyncStore, source_cluster: str, target_cluster: str,
+              written_at: dt.datetime, keys: Iterable[Key] | None = None) -> list[dict]:
+    """offset_syncs-shaped rows of a store's spans (run_id "span", batch_id the position)."""
+    rows = []
+    for topic, partition in sorted(store.runs if keys is None else keys):
+        rows.extend({
+            "flow": store.flow, "source_cluster": source_cluster,
+            "target_cluster": target_cluster, "topic": topic,
+            "replica_topic": store.replica_topics[topic], "partition": partition,
+            "upstream_offset": span.upstream_offset, "downstream_offset": span.downstream_offset,
+            "length": span.length, "run_id": SPAN_RUN_ID, "batch_id": index,
+            "written_at": written_at,
+        } for index, span in enumerate(store.runs.get((topic, partition), [])))
+    return rows
+
+
+@dataclass(frozen=True)
+class RefreshReport:
+    flow: str
+    version: int
+    previous_version: int | None
+    partitions: int
+    spans: int
+
+    def line(self) -> str:
+        since = (f"from version {self.previous_version}" if self.previous_version is not None
+                 else "from the raw runs")
+        return (f"{OFFSET_SYNC_SPANS:22} flow {self.flow}: {self.spans} spans of "
+                f"{self.partitions} partitions at offset_syncs version {self.version} ({since})")
+
+
+def _head(engine: LedgerEngine, flow: str) -> dict | None:
+    """One row of the flow's snapshot (its version and covered_until), or None."""
+    if not engine.exists(OFFSET_SYNC_SPANS):
+        return None
+    found = engine.query("SELECT offset_syncs_version, covered_until, source_cluster, "
+                         f"target_cluster FROM {{sp}} WHERE flow = {literal(flow)} LIMIT 1",
+                         sp=OFFSET_SYNC_SPANS)
+    return found[0] if found else None
+
+
+def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
+            only: Iterable[str] | None = None) -> list[RefreshReport]:
+    """Replace each flow's snapshot with its spans at the current offset_syncs version.
+
+    Incremental: the load starts from the previous snapshot and reads only the runs after it.
+
+    Args:
+        ledger: the engine (or a Spark ``Ledger``) to read and commit with.
+        clusters: ``{flow: (source, target)}`` of the configured flows; flows the table already
+            holds are refreshed too (their clusters taken from their rows).
+        only: refresh only these flows.
+    """
+    engine = LedgerEngine.of(ledger)
+    version = engine.version(OFFSET_SYNCS)
+    reports = []
+    flows = set(clusters) | snapshot_flows(engine)
+    for flow in sorted(flows if only is None else flows & set(only)):
+        previous = _head(engine, flow)
+        usable = previous is not None and int(previous["offset_syncs_version"]) <= version
+        where = f"flow = {literal(flow)}"
+        if usable:
+            where += f" AND written_at > {timestamp(tail_start(previous['covered_until']))}"
+        newest = engine.query(f"SELECT max(written_at) AS newest FROM {{s}} WHERE {where}",
+                              {"s": version}, s=OFFSET_SYNCS)[0]["newest"]
+        if newest is None and not usable:
+            continue  # the flow has no runs
+        covered_until = newest or previous["covered_until"]
+        store = engine.load_store(flow, version)
+        source, target = clusters.get(flow) or (previous["source_cluster"],
+                                                previous["target_cluster"])
+        rows = [{**row, "offset_syncs_version": version, "covered_until": covered_until}
+                for row in span_rows(store, source, target, covered_until)]
+        engine.replace(OFFSET_SYNC_SPANS, rows, "flow", flow)
+        reports.append(RefreshReport(flow, version,
+                                     int(previous["offset_syncs_version"]) if usable else None,
+                                     len(store.runs), len(rows)))
+    return reports
+
+
+def commits_since(ledger: LedgerEngine | Ledger, flow: str) -> int:
+    """How many offset_syncs commits the flow's snapshot is behind; without a snapshot, every
+    commit of the table (a young ledger is cheap to read raw: no refresh until it is not)."""
+    engine = LedgerEngine.of(ledger)
+    version = engine.version(OFFSET_SYNCS)
+    head = _head(engine, flow)
+    return version + 1 if head is None else version - int(head["offset_syncs_version"])
+
+
+def refresh_if_behind(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
+                      flows: Iterable[str], commits: int) -> list[RefreshReport]:
+    """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind."""
+    behind = [f for f in flows if commits_since(ledger, f) >= commits]
+    return refresh(ledger, clusters, only=behind) if behind else []
+
+
+def snapshot_flows(ledger: LedgerEngine | Ledger) -> set[str]:
+    """The flows the table holds a snapshot for."""
+    engine = LedgerEngine.of(ledger)
+    if not engine.exists(OFFSET_SYNC_SPANS):
+        return set()
+    return {r["flow"] for r in engine.query("SELECT DISTINCT flow FROM {sp}",
+                                            sp=OFFSET_SYNC_SPANS)}

@@ -1,0 +1,87 @@
+"""The checks every operator verb makes before anything starts (no JVM, no ledger read).
+
+``translate``, ``failover``, ``failback`` (and ``checkpoint``, ``status`` through the CLI's name
+checks) refuse bad input with one line and exit 2 within a second::
+
+    unknown cluster alias or flow, a disabled flow      ConfigError            (config only)
+    a group outside the flow's group allowlist          ConfigError            (config only)
+    a cluster that does not answer, refuses the         KafkaAdminError        (one probe,
+      credentials or the TLS handshake                                          classified)
+
+Invariants:
+    * Nothing is written and no Spark session starts here.
+    * A cluster probe waits at most ``timeout`` seconds, and fails early when librdkafka
+      reports every broker down or a failed authentication/TLS handshake: a stopped broker is
+      named unreachable in milliseconds, a slow but live one is given the whole timeout. The
+      error is classified as every Kafka error is (``pipelines.kafka_errors``: unreachable,
+      authentication, TLS, ...), never "unreachable" for a wrong password.
+    * Messages name the cluster alias and its bootstrap servers, never other properties.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from ledger.config import ClusterConfig, Config, ConfigError, FlowConfig
+from pipelines import kafka_admin, kafka_errors
+
+PROBE_TIMEOUT_S = 5.0
+"""A live cluster answers a metadata request well within this; a dead one is told at once."""
+
+FATAL = {KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION, KafkaError._SSL,
+         KafkaError._RESOLVE}
+"""librdkafka errors after which waiting longer changes nothing."""
+
+
+def check_reachable(cluster: ClusterConfig, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Raise a classified ``KafkaAdminError`` (``pipelines.kafka_errors``) unless ``cluster``
+    answers a metadata request; early when librdkafka reports the cause (see the invariants)."""
+    down: list[KafkaError] = []
+
+    def note(err: KafkaError) -> None:
+        if err.code() in FATAL:
+            down.append(err)
+
+    config, watch = kafka_errors.watched(cluster.client_config(**{"log_level": 0,
+                                                                  "error_cb": note}))
+    client = AdminClient(config)
+    client.watch = watch
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if client.list_topics(timeout=0.2).brokers:
+                return
+            failed: BaseException = KafkaException(KafkaError(KafkaError._TRANSPORT))
+        except KafkaException as exc:  # this short attempt timed out: the callbacks say more
+            failed = exc
+        kafka_errors.serve(client, 0)
+        if down:
+            failed = KafkaException(down[-1])
+        if down or watch.cause() is not None or time.monotonic() >= deadline:
+            raise kafka_admin.failure(cluster, failed, client) from None
+
+
+def check_groups(flow: FlowConfig, groups: Iterable[str]) -> None:
+    """Every group is in the flow's group allowlist (and not excluded)."""
+    outside = [g for g in dict.fromkeys(groups) if not flow.group_allowed(g)]
+    if outside:
+        raise ConfigError(
+            f"group(s) {', '.join(outside)} outside the group allowlist of flow {flow.name} "
+            f"(groups: {', '.join(flow.groups)}; excluded: {', '.join(flow.groups_exclude)}); "
+            f"add them with `offset-ledger groups --source {flow.source} --target "
+            f"{flow.target} --add G`")
+
+
+def check(config: Config, source: str, target: str, groups: Iterable[str] = (),
+          contact: Iterable[str] | None = None) -> FlowConfig:
+    """The flow ``source->target`` after the checks; ``contact`` (default both clusters) are
+    probed, in order."""
+    flow = config.flow(source, target)
+    check_groups(flow, groups)
+    for alias in (source, target) if contact is None else contact:
+        check_reachable(config.cluster(alias))
+    return flow
