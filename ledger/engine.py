@@ -53,9 +53,14 @@ ENGINES = ("auto", "spark")
 DIRECT, SPARK = "delta-rs", "spark"
 
 
-def literal(value: str) -> str:
-    """A SQL string literal both engines read alike."""
+def _string(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def literal(value: str) -> str:
+    """A SQL string literal both engines read alike, for :meth:`LedgerEngine.query` (whose
+    SQL is a ``str.format`` template: braces in the value are escaped)."""
+    return _string(value).replace("{", "{{").replace("}", "}}")
 
 
 def literals(values: Iterable[str]) -> str:
@@ -268,7 +273,7 @@ class LedgerEngine:
                 value: str) -> None:
         """Replace the rows whose ``column`` equals ``value`` with ``rows``, in one commit."""
         if self._direct:
-            predicate = f"{column} = {literal(value)}"
+            predicate = f"{column} = {_string(value)}"
             if commits.replace_where(self.location, name, rows,
                                      predicate) is commits.COMMITTED:
                 return

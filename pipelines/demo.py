@@ -101,6 +101,7 @@ def run_scenario(spark, config: Config, primary_records: int = 3000,
     """Run the reference scenario end to end; return the counted numbers."""
     from pipelines.failover.job import Mover
     from pipelines.replicate.job import replicate_once
+    from pipelines.spark import ledger_engine
 
     config = with_reverse_checkpointing(config)
     control_config = without_reverse_checkpointing(config)
@@ -126,12 +127,16 @@ def run_scenario(spark, config: Config, primary_records: int = 3000,
     replicate_both()
 
     log(f"2. failover {group} P -> B")
-    mover = Mover(spark, config)
+    # As `offset-ledger failover` moves groups: delta-rs on a path ledger (ledger.engine).
+    mover = Mover(ledger_engine(config.ledger_location, "offset-ledger-demo"), config)
+    control_mover = Mover(ledger_engine(config.ledger_location, "offset-ledger-demo"),
+                          control_config)
     over = mover.move("failover", group, "P", "B")
-    Mover(spark, control_config).move("failover", control, "P", "B")
+    control_mover.move("failover", control, "P", "B")
     n.failover_seconds_to_ready = round(over.seconds_to_ready, 2)
     n.failover_operation, n.subscribe_after_failover = over.operation_id, over.subscribe
-    log(f"   subscribe on B: {', '.join(over.subscribe)}; ready in {over.seconds_to_ready:.1f}s")
+    log(f"   subscribe on B: {', '.join(over.subscribe)}; ready in {over.seconds_to_ready:.2f}s "
+        f"(consumers stopped -> offsets written, ledger through {mover.engine.name})")
 
     log(f"3. producers move to B: {backup_records} records to B:{TOPIC}; {group} consumes on B")
     backup = config.cluster("B")
@@ -147,10 +152,11 @@ def run_scenario(spark, config: Config, primary_records: int = 3000,
 
     log(f"4. failback {group} B -> P (reverse checkpointing {TOPIC} from P{sep}{TOPIC})")
     back = mover.move("failback", group, "B", "P")
-    Mover(spark, control_config).move("failback", control, "B", "P")
+    control_mover.move("failback", control, "B", "P")
     n.failback_seconds_to_ready = round(back.seconds_to_ready, 2)
     n.failback_operation, n.subscribe_after_failback = back.operation_id, back.subscribe
-    log(f"   subscribe on P: {', '.join(back.subscribe)}; ready in {back.seconds_to_ready:.1f}s")
+    log(f"   subscribe on P: {', '.join(back.subscribe)}; ready in {back.seconds_to_ready:.2f}s "
+        f"(consumers stopped -> offsets written, ledger through {mover.engine.name})")
     after = {g: consume(config.cluster("P"), g, back.subscribe) for g in (group, control)}
     n.consumed_after_failback = len(after[group])
 

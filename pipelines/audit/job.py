@@ -9,6 +9,11 @@ Invariants:
       a self-contained report (``--output``, default ``offset-ledger-audit.html``).
     * An operation whose recorded ledger versions time travel no longer reaches is audited
       from the evidence it recorded (``--evidence``: every operation), and says so.
+    * ``--operation X`` as a table or an HTML card answers from the operation's recorded
+      evidence without dbt or a JVM on a path ledger (:mod:`pipelines.audit.operation`: the
+      marts' verdict, audited from recorded evidence). ``--format json`` (the marts, for
+      tools), ``--marts``, ``--group``, ``--as-of-*``, ``--build``, ``--wide`` or an operation
+      without evidence build the dbt marts.
     * A missing ledger or a failing dbt model exits 2 with ``error: ...``.
 """
 
@@ -42,9 +47,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "time travel no longer reaches)")
     parser.add_argument("--build", action="store_true",
                         help="dbt build instead of dbt run: also run the data and unit tests")
+    parser.add_argument("--marts", action="store_true",
+                        help="with --operation: build the dbt marts (time travel at the "
+                             "operation's versions) instead of answering from the evidence "
+                             "it recorded")
+
+
+def _quick(args: argparse.Namespace) -> bool:
+    """``--operation X`` as a table or HTML: answered from its recorded evidence, no dbt."""
+    return bool(getattr(args, "operation", None)) and getattr(
+        args, "format", "table") != "json" and not any(
+        getattr(args, name, None) for name in ("marts", "group", "as_of_version",
+                                               "as_of_timestamp", "build", "wide"))
+
+
+def run_quick(args: argparse.Namespace, config: Config) -> int | None:
+    """:func:`run` for one operation from its evidence; ``None``: it has none (build marts)."""
+    from pipelines.audit.operation import audit_operation
+    from pipelines.audit.report import format_tables, render_html
+    from pipelines.audit.summary import summarize
+    from pipelines.spark import ledger_engine
+
+    engine = ledger_engine(config.ledger_location, "offset-ledger-audit")
+    engine.require()
+    found = audit_operation(engine, args.operation)
+    if found is None:
+        return None
+    operation, marts, checkpoints, runs = found
+    summaries = summarize([operation], marts, checkpoints)
+    if getattr(args, "format", "table") == "html":
+        output = Path(getattr(args, "output", "offset-ledger-audit.html"))
+        output.write_text(render_html(summaries, runs,
+                                      scope=f", operation {args.operation}"))
+        print(f"wrote {output}")
+    else:
+        print(format_tables(summaries))
+    return 0
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    if _quick(args):
+        code = run_quick(args, config)
+        if code is not None:
+            return code
     from pipelines.audit.audit import jsonable, load_operations, load_runs, run_audit
     from pipelines.audit.report import format_tables, format_wide, render_html
     from pipelines.audit.summary import summarize

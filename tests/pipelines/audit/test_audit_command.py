@@ -106,3 +106,53 @@ def test_evidence_audit_equals_time_travel(spark, config_path):
     # By age alone (the Databricks dbt task): every reference operation is years old.
     by_age = run_audit(spark, config, variables={"time_travel_days": 30})
     assert {r["audit_source"] for r in by_age["resume_audit"]} == {"recorded_evidence"}
+
+
+DUPLICATES = ("operation_id", "topic", "partition_id", "records_read_on_replica",
+              "duplicates_without_reverse_checkpointing",
+              "duplicates_with_reverse_checkpointing", "duplicates_avoided")
+
+
+def rows_of(rows: list[dict], keys: tuple[str, ...]) -> list[tuple]:
+    return sorted(tuple(r.get(k) for k in keys) for r in rows)
+
+
+def test_one_operation_from_its_evidence_gives_the_marts_verdict(spark, config_path,
+                                                                 monkeypatch, capsys):
+    """``audit --operation X`` without dbt: the rows and verdict of the marts over the same
+    evidence, for a failover (forward) and a failback (reverse, with duplicates avoided)."""
+    from ledger.config import load_config
+    from ledger.engine import LedgerEngine
+    from pipelines import spark as spark_module
+    from pipelines.audit.audit import load_operations, run_audit
+    from pipelines.audit.operation import audit_operation
+    from pipelines.audit.summary import summarize
+
+    config = load_config(config_path)
+    keys = ("operation_id", "resume_point_id", "audit_source", "resume_offset", "source_offset",
+            "checkpoint_found", "checkpoint_source_offset", "checkpoint_target_offset",
+            "retranslated_offset", "matches_retranslation")
+    for operation in ("op-failover", "op-failback"):
+        marts = run_audit(spark, config, operation=operation, evidence=True)
+        found = audit_operation(LedgerEngine(config.ledger_location), operation)
+        assert found is not None
+        op, quick, checkpoints, _ = found
+
+        assert rows_of(quick["resume_audit"], keys) == rows_of(marts["resume_audit"], keys)
+        assert rows_of(quick["failback_duplicates_avoided"], DUPLICATES) == rows_of(
+            marts["failback_duplicates_avoided"], DUPLICATES)
+        ops, cps = load_operations(spark, config, operation=operation)
+        [by_marts] = summarize(ops, marts, cps)
+        [by_evidence] = summarize([op], quick, checkpoints)
+        assert (by_evidence.verdict, by_evidence.saved, by_evidence.untouched) == (
+            by_marts.verdict, by_marts.saved, by_marts.untouched)
+
+    def no_jvm(*args, **kwargs):
+        raise AssertionError("audit --operation started Spark")
+
+    monkeypatch.setattr(spark_module, "get_spark", no_jvm)
+    capsys.readouterr()
+    assert job.main(["--config", config_path, "--operation", "op-failback"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Everything matched: ") and "in 1 operation(s)" in out.splitlines()[0]
+    assert "reverse checkpointing saved 6 re-read record(s)" in out
