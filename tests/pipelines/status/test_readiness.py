@@ -151,10 +151,10 @@ def test_watch_repeats_until_interrupted_and_exits_with_the_last_round(
         config_path, monkeypatch, capsys):
     import pipelines.spark
     import pipelines.status.job as status_job
-    from ledger.tables import Ledger
+    from ledger.engine import LedgerEngine
 
     monkeypatch.setattr(pipelines.spark, "get_spark", lambda *_a, **_k: None)
-    monkeypatch.setattr(Ledger, "require", lambda *_a, **_k: None)
+    monkeypatch.setattr(LedgerEngine, "require", lambda *_a, **_k: None)
     codes = iter([3, 0])
     monkeypatch.setattr(status_job, "gather_report", lambda *_a, **_k: Report(
         dt.datetime.now(dt.UTC), exit_code=next(codes)))
