@@ -165,13 +165,15 @@ def measure(config_path: Path, size: int, repeats: int) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from bench.replication import _embedded_config
-    from pipelines.clusters import EmbeddedClusters
+    from ledger.config import config_from_mapping
+    from pipelines.clusters import EmbeddedClusters, free_port
     from pipelines.spark import get_spark
 
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="bench-operations-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    base = _embedded_config(workdir)
+    base = config_from_mapping({
+        "clusters": {a: {"bootstrap.servers": f"127.0.0.1:{free_port()}"} for a in ("P", "B")},
+        "flows": {"P->B": True}, "embedded": {"data.dir": str(workdir / "clusters")}})
     clusters = EmbeddedClusters(base)
     bootstraps = clusters.up()
     spark = get_spark("offset-ledger-bench", master="local[2]", ui=False)
