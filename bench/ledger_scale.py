@@ -349,8 +349,7 @@ def operations(spark, location: Path, op_ids: list[str]) -> dict[str, Callable[[
     raw = {"clusters": {a: {"bootstrap.servers": f"127.0.0.1:{port}"}  # never contacted
                         for a, port in (("P", 1), ("B", 2))},
            "flows": {FLOW: True},
-           "ledger": {"location": str(location),
-                      "streaming.checkpoint.location": str(location.parent / "streaming")}}
+           "ledger": {"location": str(location)}}
     config = config_from_mapping(raw, path=str(location.parent / "offset-ledger.yaml"))
     ledger = Ledger(spark, str(location))
     ledger.require(verify=True)

@@ -148,17 +148,16 @@ class Config:
     # offset_syncs has this many commits after them: a store load reads at most about this
     # many small files besides the snapshot, however long since the last ``ledger maintain``.
     spans_refresh_commits: int = DEFAULT_SPANS_REFRESH_COMMITS
-    streaming_checkpoint_location: str = ".state/streaming"
     replication_policy_separator: str = "."
     replication_policy_class: str = "DefaultReplicationPolicy"
-    offset_lag_max: int = 100
-    emit_checkpoints_enabled: bool = True
     emit_checkpoints_interval_seconds: int = 60
     sync_group_offsets_enabled: bool = False
     sync_group_offsets_interval_seconds: int = 60
     emit_mm2_checkpoints: bool = False  # also write checkpoints in MM2's format (pipelines.mm2)
     # Streaming replication with a transactional producer (pipelines.replicate.stream_task).
     exactly_once_enabled: bool = False
+    # Replication factor of the topics offset-ledger creates (replicas, heartbeats, MM2-format
+    # checkpoints); -1: the target broker's default.replication.factor.
     replication_factor: int = -1
     embedded_data_dir: str = ".state/clusters"
     # Regexes (full match) of topic configs never copied to replicas (MM2's property name).
@@ -256,6 +255,12 @@ def _nonneg_int(v: Any) -> int:
     return int(v)
 
 
+def _replication_factor(v: Any) -> int:
+    if isinstance(v, bool) or int(v) == 0 or int(v) < -1:
+        raise ValueError("expected -1 (the broker's default.replication.factor) or >= 1")
+    return int(v)
+
+
 def _separator(v: Any) -> str:
     if not isinstance(v, str) or not v:
         raise ValueError("expected a non-empty string")
@@ -301,15 +306,12 @@ def _policy(v: Any) -> str:
 
 _TOP_LEVEL = {
     "ledger.location": ("ledger_location", str),
-    "ledger.streaming.checkpoint.location": ("streaming_checkpoint_location", str),
     "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_days(v)),
     "ledger.history.refresh.hours": ("history_refresh_hours", lambda v: _positive_int(v)),
     "ledger.spans.refresh.commits": ("spans_refresh_commits", lambda v: _positive_int(v)),
     "replication.policy.separator": ("replication_policy_separator", _separator),
     "replication.policy.class": ("replication_policy_class", _policy),
-    "replication.factor": ("replication_factor", int),
-    "offset.lag.max": ("offset_lag_max", _nonneg_int),
-    "emit.checkpoints.enabled": ("emit_checkpoints_enabled", _bool),
+    "replication.factor": ("replication_factor", lambda v: _replication_factor(v)),
     "emit.checkpoints.interval.seconds": ("emit_checkpoints_interval_seconds", _nonneg_int),
     "sync.group.offsets.enabled": ("sync_group_offsets_enabled", _bool),
     "sync.group.offsets.interval.seconds": ("sync_group_offsets_interval_seconds", _nonneg_int),
@@ -325,6 +327,22 @@ _TOP_LEVEL = {
                             [x.strip() for x in v.split(",") if x.strip()]
                             if isinstance(v, str) else v)),
 }
+# Keys that did nothing and were removed: a file that still has one is refused with what to do.
+REMOVED_KEYS = {
+    "offset.lag.max": (
+        "removed: offset-ledger records every replicated run exactly (no lag bound applies, "
+        "translation never re-reads); delete the line"),
+    "emit.checkpoints.enabled": (
+        "removed: it never switched anything off; `checkpoint` always records checkpoints for "
+        "the flows it runs. To stop checkpointing a flow, do not run `checkpoint` for it (or "
+        "narrow the flow's groups); to stop writing target group offsets, set "
+        "sync.group.offsets.enabled: false. Delete the line"),
+    "ledger.streaming.checkpoint.location": (
+        "removed: replicate keeps its position in the ledger only (no Spark streaming "
+        "checkpoint); delete the line (a Spark query's own checkpoint is moved with "
+        "failover --spark-checkpoint)"),
+}
+
 _FLOW_KEYS = {
     "enabled": ("enabled", _bool),
     "topics": ("topics", None),
@@ -447,6 +465,8 @@ def config_from_mapping(raw: Mapping[str, Any], path: str | None = None) -> Conf
     _flatten("", raw, flat)
     kwargs: dict[str, Any] = {}
     for key, value in flat.items():
+        if key in REMOVED_KEYS:
+            raise ConfigError(f"{key}: {REMOVED_KEYS[key]}")
         if key not in _TOP_LEVEL:
             shown = MASK if is_secret_key(key) else repr(value)
             raise ConfigError(f"{key}: unknown property (value {shown})")
@@ -455,26 +475,33 @@ def config_from_mapping(raw: Mapping[str, Any], path: str | None = None) -> Conf
     base = Path(path).resolve().parent if path else Path.cwd()
     if "metrics_textfile" in kwargs:
         kwargs["metrics_textfile"] = str((base / kwargs["metrics_textfile"]).resolve())
-    for attr in ("ledger_location", "streaming_checkpoint_location", "embedded_data_dir"):
-        if attr in kwargs:
-            kwargs[attr] = _resolve_location(kwargs[attr], base)
-        else:
-            default = Config.__dataclass_fields__[attr].default
-            kwargs[attr] = _resolve_location(str(default), base)
+    for attr in ("ledger_location", "embedded_data_dir"):
+        value = kwargs.get(attr, Config.__dataclass_fields__[attr].default)
+        kwargs[attr] = resolve_location(str(value), base)
     config = Config(clusters=MappingProxyType(clusters), flows=flows, path=path, **kwargs)
     validate_topology(config)
     return config
 
 
-def _resolve_location(value: str, base: Path) -> str:
-    """Relative paths are relative to the config file; URIs and catalog schemas stay as given."""
-    if "://" in value or value.startswith("/") or _is_catalog_schema(value):
+def is_catalog_schema(location: str) -> bool:
+    """The one rule for what a ledger location is (YAML, ``--ledger-location``, tables, direct).
+
+    ``schema`` or ``catalog.schema`` (identifiers: letters, digits, ``_``) is a catalog schema,
+    tables ``<schema>.<name>``; anything else (``./ledger``, ``/mnt/ledger``, ``s3://b/l``,
+    ``dbfs:/l``) is a path, tables at ``<path>/<name>``. So a bare ``ledger`` is a schema
+    everywhere; write ``./ledger`` for a folder.
+    """
+    return bool(re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?", location))
+
+
+def resolve_location(value: str, base: Path | None = None) -> str:
+    """A location as jobs use it: a relative path made absolute against ``base`` (the config
+    file's folder; the working directory for ``--ledger-location``); URIs
+    (``s3://``, ``dbfs:/``), absolute paths and catalog schemas stay as given."""
+    if ("://" in value or value.startswith("/") or re.match(r"^[A-Za-z][\w+.-]*:/", value)
+            or is_catalog_schema(value)):
         return value
-    return str((base / value).resolve())
-
-
-def _is_catalog_schema(value: str) -> bool:
-    return bool(re.fullmatch(r"[A-Za-z_]\w*\.[A-Za-z_]\w*", value)) and not value.startswith(".")
+    return str(((base or Path.cwd()) / value).resolve())
 
 
 def validate_topology(config: Config) -> None:

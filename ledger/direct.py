@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ledger.config import is_catalog_schema
 from ledger.errors import first_line
 
 log = logging.getLogger(__name__)
@@ -61,11 +62,11 @@ def local_path(location: str) -> Path | None:
         return Path(location[len("file://"):])
     if "://" in location or location.startswith(("dbfs:", "s3:", "abfss:", "gs:")):
         return None
-    if "/" in location or "\\" in location or location.startswith("."):
-        if any(os.environ.get(name) for name in OTHER_DEFAULT_FS):
-            return None
-        return Path(location)
-    return None  # a catalog schema
+    if is_catalog_schema(location):
+        return None
+    if any(os.environ.get(name) for name in OTHER_DEFAULT_FS):
+        return None
+    return Path(location)
 
 
 def log_complete(table: Path) -> bool:

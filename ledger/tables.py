@@ -2,7 +2,8 @@
 
 Invariants:
     * The location is either a filesystem/object-store path (tables at ``<path>/<name>``) or a
-      catalog schema (``catalog.schema`` or ``schema``; tables ``<schema>.<name>``).
+      catalog schema (``catalog.schema`` or ``schema``; tables ``<schema>.<name>``), as
+      :func:`ledger.config.is_catalog_schema` alone decides.
     * :meth:`Ledger.init` creates missing tables and never alters existing ones: running it
       twice adds no Delta version.
     * Appends carry a Delta ``txnAppId``/``txnVersion`` pair: a re-run of the same
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from ledger.config import is_catalog_schema
 from ledger.errors import OffsetLedgerError, first_line
 from ledger.schemas import DERIVED, NATURAL_KEYS, SCHEMAS
 
@@ -29,7 +31,7 @@ class LedgerError(OffsetLedgerError):
 
 
 def _is_path(location: str) -> bool:
-    return "/" in location or "\\" in location or location.startswith(".")
+    return not is_catalog_schema(location)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import importlib
 import logging
 import sys
 
-from ledger.config import load_config
+from ledger.config import load_config, resolve_location
 from ledger.errors import OffsetLedgerError
 
 # verb -> (module, help). Importing a module starts no JVM: sessions are built in run().
@@ -117,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="configuration file (default: ./offset-ledger.yaml or "
                              "$OFFSET_LEDGER_CONFIG)")
     common.add_argument("--ledger-location", default=argparse.SUPPRESS,
-                        help="override ledger.location (a path or catalog.schema)")
+                        help="override ledger.location: schema or catalog.schema (identifiers) "
+                        "is a catalog schema, anything else a path (relative to the "
+                        "working directory)")
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
     parser = argparse.ArgumentParser(prog="offset-ledger", parents=[common],
                                      description="Kafka replication with an exact offset "
@@ -151,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(getattr(args, "config", None))
         if getattr(args, "ledger_location", None):
-            config = dataclasses.replace(config, ledger_location=args.ledger_location)
+            config = dataclasses.replace(
+                config, ledger_location=resolve_location(args.ledger_location))
         _check_names(args, config)
         module = importlib.import_module(args._module)
         return int(module.run(args, config) or 0)

@@ -91,9 +91,9 @@ def reset(config: Config) -> None:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"topics {present} still exist on {alias}")
                 time.sleep(0.2)
-    for location in (config.ledger_location, config.streaming_checkpoint_location):
-        if "://" not in location and Path(location).is_absolute():
-            shutil.rmtree(location, ignore_errors=True)
+    location = config.ledger_location
+    if "://" not in location and Path(location).is_absolute():
+        shutil.rmtree(location, ignore_errors=True)
 
 
 def run_scenario(spark, config: Config, primary_records: int = 3000,

@@ -125,8 +125,7 @@ def make_config(tmp_path: Path, kafka_clusters: EmbeddedClusters) -> Callable[..
             "clusters": {alias: {"bootstrap.servers": kafka_clusters.bootstrap(alias)}
                          for alias in ("P", "B")},
             "flows": {"P->B": True, "B->P": True},
-            "ledger": {"location": str(tmp_path / "ledger"),
-                       "streaming.checkpoint.location": str(tmp_path / "streaming")},
+            "ledger": {"location": str(tmp_path / "ledger")},
             "embedded": {"data.dir": str(kafka_clusters.data_dir)},
         }
         raw.update(overrides)

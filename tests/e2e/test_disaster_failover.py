@@ -23,8 +23,7 @@ def own_clusters(tmp_path):
     raw = {
         "clusters": {a: {"bootstrap.servers": f"127.0.0.1:{free_port()}"} for a in ("P", "B")},
         "flows": {"P->B": True, "B->P": True},
-        "ledger": {"location": str(tmp_path / "ledger"),
-                   "streaming.checkpoint.location": str(tmp_path / "streaming")},
+        "ledger": {"location": str(tmp_path / "ledger")},
         "embedded": {"data.dir": str(tmp_path / "clusters")},
     }
     path = tmp_path / "offset-ledger.yaml"

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
 
-from ledger.config import MASK, ConfigError, config_from_mapping, load_config
+from ledger.config import (
+    MASK,
+    ConfigError,
+    config_from_mapping,
+    is_catalog_schema,
+    load_config,
+    resolve_location,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +35,6 @@ def with_(**changes):
 def test_defaults_are_mm2s():
     config = config_from_mapping(BASE)
     assert config.replication_policy_separator == "."
-    assert config.offset_lag_max == 100
     assert config.emit_checkpoints_interval_seconds == 60
     assert config.sync_group_offsets_interval_seconds == 60
     assert config.sync_group_offsets_enabled is False
@@ -73,8 +80,43 @@ def test_unknown_property_named_with_value():
 
 
 def test_bad_value_named():
-    with pytest.raises(ConfigError, match=r"offset\.lag\.max: invalid value 'lots'"):
-        config_from_mapping(with_(**{"offset.lag.max": "lots"}))
+    with pytest.raises(ConfigError, match=r"replication\.factor: invalid value 'lots'"):
+        config_from_mapping(with_(**{"replication.factor": "lots"}))
+    with pytest.raises(ConfigError, match=r"replication\.factor: invalid value 0: expected -1"):
+        config_from_mapping(with_(**{"replication.factor": 0}))
+    assert config_from_mapping(with_(**{"replication.factor": 3})).replication_factor == 3
+    assert config_from_mapping(BASE).replication_factor == -1
+
+
+@pytest.mark.parametrize(("raw", "key", "advice"), [
+    ({"offset.lag.max": 100}, "offset.lag.max", "records every replicated run exactly"),
+    ({"emit": {"checkpoints": {"enabled": False}}}, "emit.checkpoints.enabled",
+     "sync.group.offsets.enabled: false"),
+    ({"ledger": {"location": "/l", "streaming.checkpoint.location": "/s"}},
+     "ledger.streaming.checkpoint.location", "keeps its position in the ledger only"),
+])
+def test_removed_keys_refused_with_what_to_do(raw, key, advice):
+    with pytest.raises(ConfigError, match=rf"(?i)^{re.escape(key)}: removed: .*"
+                                          rf"{re.escape(advice)}.*delete the line"):
+        config_from_mapping(with_(**raw))
+
+
+@pytest.mark.parametrize(("location", "schema"), [
+    ("ledger", True), ("offset_ledger", True), ("main.offset_ledger", True),
+    ("./ledger", False), ("/mnt/ledger", False), (".state/ledger", False),
+    ("s3://bucket/ledger", False), ("dbfs:/ledger", False), ("a.b.c", False)])
+def test_one_rule_for_a_ledger_location(location, schema, tmp_path):
+    from ledger import direct, tables
+
+    assert is_catalog_schema(location) is schema
+    assert tables._is_path(location) is not schema
+    if schema:
+        assert direct.local_path(location) is None
+    resolved = config_from_mapping(with_(ledger={"location": location}),
+                                   path=str(tmp_path / "c.yaml")).ledger_location
+    # YAML and --ledger-location agree: a schema stays one, a relative path becomes absolute.
+    assert (resolved == location) is (schema or "/" == location[0] or ":" in location)
+    assert resolve_location(location, tmp_path) == resolved
 
 
 def test_unknown_flow_property():
@@ -141,7 +183,7 @@ def test_secret_never_in_error_message():
 def test_load_config_env_var_and_missing_file(tmp_path: Path, monkeypatch):
     path = tmp_path / "c.yaml"
     path.write_text("clusters:\n  P: {bootstrap.servers: 'h:1'}\n  B: {bootstrap.servers: 'h:2'}\n"
-                    "flows:\n  P->B: true\nledger:\n  location: led\n")
+                    "flows:\n  P->B: true\nledger:\n  location: ./led\n")
     monkeypatch.setenv("OFFSET_LEDGER_CONFIG", str(path))
     config = load_config()
     assert config.ledger_location == str(tmp_path / "led")

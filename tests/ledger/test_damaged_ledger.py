@@ -50,8 +50,7 @@ def healthy(spark, kafka_clusters, tmp_path_factory):
     raw = {
         "clusters": {a: {"bootstrap.servers": kafka_clusters.bootstrap(a)} for a in ("P", "B")},
         "flows": {"P->B": {"topics": ["dmg-.*"]}, "B->P": {"topics": ["dmg-.*"]}},
-        "ledger": {"location": str(base / "ledger"),
-                   "streaming.checkpoint.location": str(base / "streaming")},
+        "ledger": {"location": str(base / "ledger")},
         "embedded": {"data.dir": str(kafka_clusters.data_dir)},
     }
     path = base / "offset-ledger.yaml"

@@ -35,8 +35,7 @@ def mm2_config(tmp_path: Path, kafka_clusters):
         "clusters": {a: {"bootstrap.servers": kafka_clusters.bootstrap(a)} for a in ("P", "B")},
         "flows": {"P->B": {"topics": [TOPICS]},
                   "B->P": {"topics": [TOPICS], "reverse.checkpointed.topics": ["P.mm2t-.*"]}},
-        "ledger": {"location": str(tmp_path / "ledger"),
-                   "streaming.checkpoint.location": str(tmp_path / "streaming")},
+        "ledger": {"location": str(tmp_path / "ledger")},
         "embedded": {"data.dir": str(kafka_clusters.data_dir)},
     }
     path = tmp_path / "offset-ledger.yaml"
