@@ -74,6 +74,7 @@ from pipelines import kafka_admin
 SYSTEMS = ("ol-alo", "ol-eos", "mm2-default", "mm2-tuned")
 SCALE_TOPICS, SCALE_PARTITIONS, SCALE_PREFILL = 200, 5, 5
 START_TIMEOUT_S = 300.0
+SCALE_START_TIMEOUT_S = 1200.0  # 1,000 new partitions a side: minutes on a busy 2-core machine
 
 
 # --- what the offset-ledger CLI on this checkout offers -----------------------------------------
@@ -257,10 +258,11 @@ class Bench:
         ol = system.startswith("ol-")
         for topic in topics:
             kafka_admin.create_topic(self.source, topic, partitions)
+        timeout = SCALE_START_TIMEOUT_S if scale else START_TIMEOUT_S
         source_admin = kafka_admin.admin(self.source)
         self._wait("source partitions ready", lambda: end_sum(source_admin, [
             TopicPartition(t, p) for t in topics for p in range(partitions)], False) is not None,
-            START_TIMEOUT_S)
+            timeout)
         self._warm_up(topics, partitions, warmup)
         files = {k: self.workdir / f"{name}.{k}" for k in
                  ("produced.json", "consumed.json", "ready", "seen", "offsets.npz", "log")}
@@ -272,7 +274,7 @@ class Bench:
             monitor = Monitor(proc.pid, self.source, self.target, tps,
                               [(f"P.{t}", p) for t, p in tps])
             self._wait(f"{system}: replica topics", lambda: self._replicas_exist(
-                replicas, partitions), START_TIMEOUT_S, proc, files["log"])
+                replicas, partitions), timeout, proc, files["log"])
             total = round(rate * args.seconds)
             consumer = procs.start(self._clients(
                 "consume", replicas, partitions, files["consumed.json"], "--expect", str(total),
@@ -281,7 +283,7 @@ class Bench:
                 cwd=ROOT)
             ready = float(self._wait(f"{system}: warm-up records on the replica",
                                      lambda: files["ready"].exists() and
-                                     files["ready"].read_text(), START_TIMEOUT_S, proc,
+                                     files["ready"].read_text(), timeout, proc,
                                      files["log"]))
             # From the launch: the replica's last stable offsets reach the source's end offsets
             # (sampled), and the consumer read every warm-up record (it starts once the replica
