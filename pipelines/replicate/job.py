@@ -1,20 +1,30 @@
 """``offset-ledger replicate --flow 'P->B' [--once]``: copy a flow's topics and record every run.
 
-The driver (``replicator.FlowReplicator``) plans each batch from the ledger and the clusters
-(``plan``, ``state``): per source partition, the next upstream offset is where the recorded
-runs of the current epoch end, and a batch is a set of bounded ranges ``(topic, partition,
-from, to)``. Copy tasks run the ranges (``copy_task``: one task per group of ranges, librdkafka
-consumer -> idempotent producer) as a Spark job on the executors, or, where Spark's master
-would be ``local``, in worker processes of the driver (``executors``); the tasks return only
-the runs they wrote. The driver appends the batch's runs to ``offset_syncs`` and then MERGEs
-``replication_progress`` (``recorder``), through delta-rs for a path ledger
-(``ledger.commits``) or Spark. A local pass on a path ledger starts no JVM. No Spark streaming
-query and no streaming checkpoint: a stopped job (SIGTERM, ``kill -9``) leaves nothing that a
-later pass with other topics or partitions could trip over. A continuous run stops on SIGTERM
-or SIGINT after recording its current batch (a second signal stops at once) and prints its
-ledger share.
+Two engines. ``--once`` (and ``--mode batch``): the driver (``replicator.FlowReplicator``)
+plans each batch from the ledger and the clusters (``plan``, ``state``): per source partition,
+the next upstream offset is where the recorded runs of the current epoch end, and a batch is a
+set of bounded ranges ``(topic, partition, from, to)``. Copy tasks run the ranges
+(``copy_task``: one task per group of ranges, librdkafka consumer -> idempotent producer) as a
+Spark job on the executors, or, where Spark's master would be ``local``, in worker processes of
+the driver (``executors``); the tasks return only the runs they wrote. The driver appends the
+batch's runs to ``offset_syncs`` and then MERGEs ``replication_progress`` (``recorder``),
+through delta-rs for a path ledger (``ledger.commits``) or Spark. A local pass on a path ledger
+starts no JVM.
 
-Invariants:
+Without ``--once`` the job streams (``streaming``, docs/streaming.md): long-running copy tasks
+(``stream_task``, ``stream_workers``) copy records as they arrive and report their delivered
+runs through the flow's runs channel on the target cluster (``channel``); the driver accepts the
+runs that continue each partition's recorded chain and commits them every
+``--commit-interval``, with the same recorder and txn pair. ``--exactly-once`` makes the copy
+transactional (records and runs in one Kafka transaction). No Spark streaming query and no
+streaming checkpoint: the ledger (and, exactly-once, the committed transactions read back from
+the channel) is the only position. A continuous run stops on SIGTERM or SIGINT after recording
+what it copied (a second signal stops at once).
+
+Invariants (both engines; the streaming ones in ``streaming``'s and ``channel``'s docstrings):
+    * Positions never lead the ledger: a copy starts where the recorded (or, streaming, the
+      accepted) runs end; a copy the ledger does not record is a duplicate, never a wrong
+      mapping.
     * Order of effects per batch: every record of a range is delivered (flushed, each delivery
       report checked) **before** its runs leave the task; the ``offset_syncs`` append
       **before** the ``replication_progress`` MERGE, so progress never claims more than the
