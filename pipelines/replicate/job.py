@@ -80,6 +80,7 @@ from pipelines.replicate.recorder import ReplicationError
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
 from pipelines.replicate.streaming import (
     DEFAULT_COMMIT_INTERVAL_S,
+    SESSION_TIMEOUT_MS,
     LeaseError,
     Observer,
     StreamingReplicator,
@@ -126,7 +127,7 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
     replicated is in ``result.errors``. ``observer`` (metrics) sees each recorded batch, the
     end offsets measured, and the positions at the end.
     """
-    if streamed(config, flow_name):
+    if streamed(config, flow_name, wait_s=SESSION_TIMEOUT_MS / 1000 + 2):
         # A second copy of the same records would interleave with the stream's in the replica.
         raise LeaseError(f"flow {flow_name} is streamed by a running `offset-ledger replicate` "
                          f"job: it records its runs every commit interval; a --once pass now "

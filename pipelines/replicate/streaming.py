@@ -52,6 +52,7 @@ DEFAULT_COMMIT_INTERVAL_S = 5.0
 LEASE_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
+SESSION_TIMEOUT_MS = 10_000
 MAX_RESTART_DELAY_S = 30.0
 
 Observer = Callable[[channel.RecordedCommit], None]
@@ -126,7 +127,7 @@ class StreamingReplicator:
             # Static membership: a restarted driver takes its place at once (and a second
             # driver of the flow fences the first, which stops); cooperative rebalancing keeps
             # partition 0 where it is while other members come and go.
-            "group.instance.id": self.group, "session.timeout.ms": 10_000,
+            "group.instance.id": self.group, "session.timeout.ms": SESSION_TIMEOUT_MS,
             "client.id": self._client_id,
             "partition.assignment.strategy": "cooperative-sticky",
             "error_cb": self._on_error, "log_level": 3}))
@@ -557,11 +558,21 @@ class StreamingReplicator:
             self.r.close()
 
 
-def streamed(config: Config, flow_name: str) -> bool:
+def streamed(config: Config, flow_name: str, wait_s: float = 0.0) -> bool:
     """Whether a streaming replicate job runs for the flow (its driver's group has members).
 
-    A driver killed with -9 counts for one session timeout (10 s) more.
+    A static member stays in the group for one session timeout after its driver stopped or
+    died: ``wait_s`` waits that long for the group to empty before answering yes.
     """
+    deadline = time.monotonic() + wait_s
+    while _streamed(config, flow_name):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _streamed(config: Config, flow_name: str) -> bool:
     flow = config.flow(flow_name)
     try:
         info = kafka_admin.describe_group(config.cluster(flow.target),

@@ -52,7 +52,7 @@ def covered(config, topic: str, counts: dict[int, int]) -> bool:
 class Job:
     """``replicate_continuously`` in a thread, with its result and stop."""
 
-    def __init__(self, config, spark=None, **kwargs) -> None:
+    def __init__(self, config, spark=None, executor: str = "local", **kwargs) -> None:
         self.stop = threading.Event()
         self.result = None
         self.error: BaseException | None = None
@@ -63,7 +63,7 @@ class Job:
         def run() -> None:
             try:
                 self.result = replicate_continuously(spark, config, "P->B", stop=self.stop,
-                                                     executor="local",
+                                                     executor=executor,
                                                      on_commit=self.commits.append, **kwargs)
             except BaseException as exc:
                 self.error = exc
@@ -169,7 +169,25 @@ def test_a_lost_worker_is_replaced_and_nothing_is_lost(make_config, unique):
     check_exact(config, topic, 2)
 
 
-def test_a_second_driver_of_a_flow_is_refused(make_config, unique):
+@pytest.mark.spark
+def test_streams_with_long_running_spark_tasks(spark, make_config, unique):
+    topic = unique("spark")
+    config = make_config(flows={"P->B": {"topics": [topic]}})
+    p = config.cluster("P")
+    create(p, topic, 2)
+    produce(p, topic, sample(2, 30, "a"))
+    job = Job(config, spark, executor="spark")
+    try:
+        job.wait_for(lambda: covered(config, topic, {0: 30, 1: 30}), "first runs", timeout=240)
+        produce(p, topic, sample(2, 20, "b"))  # the same Spark tasks copy these
+        job.wait_for(lambda: covered(config, topic, {0: 50, 1: 50}), "new runs", timeout=120)
+    finally:
+        job.finish()
+    replica = check_exact(config, topic, 2)
+    assert sum(len(r) for r in replica.values()) == 100
+
+
+def test_a_second_driver_of_a_flow_takes_over_and_the_first_stops(make_config, unique):
     topic = unique("lease")
     config = make_config(flows={"P->B": {"topics": [topic]}})
     create(config.cluster("P"), topic, 1)
