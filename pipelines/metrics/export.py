@@ -185,5 +185,8 @@ def job_metrics(job: str, args: argparse.Namespace, config: Any, source: str, ta
     (``once``: a single pass serves no address, it pushes or writes when it ends)."""
     chosen = settings(args, config)
     if once:
+        if getattr(args, "metrics_address", None):
+            log.warning("a --once run serves no /metrics (nothing would scrape it in time): "
+                        "use --metrics-pushgateway or --metrics-textfile")
         chosen = Settings(None, chosen.pushgateway, chosen.textfile)
     return JobMetrics(job, chosen, source, target) if chosen.enabled else None

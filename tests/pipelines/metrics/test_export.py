@@ -80,10 +80,17 @@ def test_the_command_line_wins_over_the_configuration_and_once_serves_no_port():
                        once=True) is None
     once = job_metrics("replicate", parse([]), config, "P", "B", once=True)
     assert once.exporter.settings.address is None
+
     with pytest.raises(ConfigError, match="--metrics-address"):
         settings(parse(["--metrics-address", "nope"]), config)
     with pytest.raises(ConfigError, match=r"ending in \.prom"):
         settings(parse(["--metrics-textfile", "/tmp/x.txt"]), config)
+
+
+def test_an_address_asked_of_a_once_run_is_a_warning(caplog):
+    assert job_metrics("replicate", parse(["--metrics-address", "9464"]), raw_config(), "P",
+                       "B", once=True) is None
+    assert "a --once run serves no /metrics" in caplog.text
 
 
 def test_serves_metrics_on_loopback_and_stops():
