@@ -44,6 +44,7 @@ LONGEST_FIRST = (
     "tests/e2e/test_reference_scenario.py",
     "tests/e2e/test_disaster_failover.py",
     "tests/e2e/test_spark_query_failover.py",
+    "tests/pipelines/metrics/test_scrape.py",
 )
 
 
