@@ -349,7 +349,9 @@ def _python_producer(config: Mapping[str, Any]) -> Any:
     names = {"bootstrap.servers": "bootstrap_servers", "security.protocol": "security_protocol",
              "sasl.mechanism": "sasl_mechanism", "sasl.mechanisms": "sasl_mechanism",
              "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
-             "ssl.ca.location": "ssl_cafile", "client.id": "client_id"}
+             "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
+             "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password",
+             "client.id": "client_id"}
     kwargs = {names[k]: v for k, v in config.items() if k in names}
     if "security_protocol" in kwargs:
         kwargs["security_protocol"] = str(kwargs["security_protocol"]).upper()

@@ -1,0 +1,160 @@
+"""A secured pair of embedded clusters, started once per test module by the project's code.
+
+``EmbeddedClusters(..., security=...)`` (``offset-ledger clusters up --security``) makes the CA,
+the users (``admin`` super user for setup only, ``replicator``, ``app``) and starts two KRaft
+brokers with ``StandardAuthorizer`` and ``allow.everyone.if.no.acl.found=false``. The fixture
+then grants, as ``admin``, exactly the ACLs ``docs/security.md`` lists: what passes here is
+what the docs promise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.config import Config, config_from_mapping
+from pipelines import cluster_security
+from pipelines.clusters import EmbeddedClusters, free_port
+
+ALIASES = ("P", "B")
+
+
+@dataclass
+class SecuredPair:
+    clusters: EmbeddedClusters
+
+    def admin(self, alias: str) -> dict[str, Any]:
+        return self.clusters.client_config(alias, cluster_security.SUPER_USER)
+
+    def user(self, alias: str, user: str) -> dict[str, Any]:
+        return self.clusters.client_config(alias, user)
+
+    def grant(self, alias: str, principal: str, resource: str, name: str, ops: list[str],
+              pattern: str = "LITERAL") -> None:
+        cluster_security.grant(self.admin(alias), principal, resource, name, ops, pattern)
+
+    def revoke(self, alias: str, principal: str, resource: str, name: str, ops: list[str],
+               pattern: str = "LITERAL") -> None:
+        cluster_security.revoke(self.admin(alias), principal, resource, name, ops, pattern)
+
+    def config(self, folder: Path, user: str = "replicator", overrides: dict | None = None,
+               **raw_overrides: Any) -> Config:
+        """A configuration whose clusters are ``user``'s, with a fresh ledger in ``folder``;
+        ``overrides``: per-alias property overrides (a wrong password...)."""
+        raw: dict[str, Any] = {
+            "clusters": {a: {**self.user(a, user), **(overrides or {}).get(a, {})}
+                         for a in ALIASES},
+            "flows": {"P->B": True, "B->P": True},
+            "ledger": {"location": str(folder / "ledger"),
+                       "streaming.checkpoint.location": str(folder / "streaming")},
+            "embedded": {"data.dir": str(self.clusters.data_dir)},
+        }
+        raw.update(raw_overrides)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "offset-ledger.yaml"
+        path.write_text(json.dumps(raw))  # JSON is YAML
+        return config_from_mapping(raw, path=str(path))
+
+
+def grant_replicator(pair: SecuredPair, source: str, target: str, topics: list[str]) -> None:
+    """The replicator's ACLs for the flow ``source->target`` (docs/security.md, verb by verb):
+    each source topic literally (so one can be revoked), the replicas by prefix."""
+    r = "replicator"
+    for topic in topics:
+        pair.grant(source, r, "TOPIC", topic, ["READ", "DESCRIBE_CONFIGS"])
+    pair.grant(source, r, "GROUP", "*", ["DESCRIBE"])
+    pair.grant(target, r, "TOPIC", f"{source}.", ["CREATE", "WRITE", "READ", "DESCRIBE",
+                                                  "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER"],
+               "PREFIXED")
+    pair.grant(target, r, "GROUP", "*", ["READ", "DESCRIBE"])
+    for alias in (source, target):
+        pair.grant(alias, r, "TOPIC", "heartbeats", ["CREATE", "WRITE", "READ", "DESCRIBE",
+                                                     "DESCRIBE_CONFIGS"])
+
+
+def grant_app(pair: SecuredPair, topics: list[str], groups: list[str]) -> None:
+    """The application's ACLs: its topics and their replicas on both clusters, its groups."""
+    for alias, other in (("P", "B"), ("B", "P")):
+        for topic in topics:
+            pair.grant(alias, "app", "TOPIC", topic, ["READ", "WRITE", "DESCRIBE"])
+            pair.grant(alias, "app", "TOPIC", f"{other}.{topic}", ["READ", "DESCRIBE"])
+        for group in groups:
+            pair.grant(alias, "app", "GROUP", group, ["READ", "DESCRIBE"])
+
+
+def start_pair(tmp_path_factory: pytest.TempPathFactory, security: str) -> Iterator[SecuredPair]:
+    data_dir = tmp_path_factory.mktemp(f"secured-{security}")
+    raw = {"clusters": {a: {"bootstrap.servers": f"127.0.0.1:{free_port()}"} for a in ALIASES},
+           "flows": {"P->B": True, "B->P": True}, "embedded": {"data.dir": str(data_dir)}}
+    clusters = EmbeddedClusters(config_from_mapping(raw, path=str(data_dir / "c.yaml")),
+                                tied_to_parent=True, security=security)
+    clusters.up()
+    try:
+        yield SecuredPair(clusters)
+    finally:
+        clusters.down()
+
+
+def kip848_consume(props: dict[str, Any], group: str, topics: list[str],
+                   limit: int | None = None, timeout: float = 90.0,
+                   quiet_s: float = 3.0) -> list[tuple[str, str]]:
+    """Consume as a KIP-848 group member (``group.protocol=consumer``, ``subscribe``): to the
+    end (nothing new for ``quiet_s`` after the assignment delivered records) or ``limit``
+    records; commit what was processed; leave the group (it becomes empty)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**props, "group.id": group, "group.protocol": "consumer",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "log_level": 0})
+    out: list[tuple[str, str]] = []
+    last: dict[tuple[str, int], int] = {}
+    try:
+        consumer.subscribe(topics)
+        deadline = time.monotonic() + timeout
+        idle_since: float | None = None
+        while (limit is None or len(out) < limit) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                if consumer.assignment() and idle_since is None:
+                    idle_since = time.monotonic()
+                if idle_since is not None and time.monotonic() - idle_since > quiet_s:
+                    break
+                continue
+            idle_since = None
+            out.append((msg.topic(), msg.value().decode()))
+            last[(msg.topic(), msg.partition())] = msg.offset() + 1
+        if last:
+            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in last.items()],
+                            asynchronous=False)
+    finally:
+        consumer.close()
+    return out
+
+
+def produce(props: dict[str, Any], topic: str, values: list[str], partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({**props, "enable.idempotence": True, "log_level": 0})
+    errors: list[str] = []
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value, key=f"k{i % 7}", partition=i % partitions,
+                         on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+    assert producer.flush(60) == 0 and not errors, errors[:3]
+
+
+def create_topic(pair: SecuredPair, alias: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(pair.admin(alias))
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:6]}"

@@ -1,0 +1,296 @@
+"""SASL_SSL (SCRAM-SHA-512) clusters with StandardAuthorizer, driven through the CLI.
+
+One secured pair for the module (``start_pair``); the replicator and the application hold
+only the ACLs docs/security.md lists. The reference scenario's counts must hold (nothing lost,
+nothing read twice) with KIP-848 consumers (``group.protocol=consumer``), and every error at the
+Kafka edge must say what it is: a wrong password, an untrusted CA, a missing READ (literal and
+regex allowlists), a missing WRITE on the target. No secret in any output or file.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pipelines import cli, kafka_admin
+from pipelines.cluster_security import make_ca
+from tests.secured.conftest import (
+    create_topic,
+    grant_app,
+    grant_replicator,
+    kip848_consume,
+    produce,
+    start_pair,
+    unique,
+)
+
+pytestmark = [pytest.mark.secured, pytest.mark.e2e]
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    yield from start_pair(tmp_path_factory, "sasl_ssl")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def secrets_of(pair) -> list[str]:
+    return [pair.clusters.material.password(u) for u in ("admin", "replicator", "app")]
+
+
+def assert_no_secret(pair, *texts: str, folder: Path | None = None) -> None:
+    for secret in secrets_of(pair):
+        assert all(secret not in t for t in texts), "a password reached the output"
+        if folder is not None:
+            for f in folder.rglob("*"):
+                if f.is_file() and f.name != "offset-ledger.yaml":
+                    assert secret.encode() not in f.read_bytes(), f"a password is in {f}"
+
+
+def test_reference_scenario_with_kip848_groups(spark, pair, tmp_path, capsys):
+    topic = unique("Payments")
+    group, cutoff_group, disaster_group = unique("G"), unique("G2"), unique("G3")
+    groups = [group, cutoff_group, disaster_group]
+    for alias in ("P", "B"):
+        create_topic(pair, alias, topic, PARTITIONS)
+    grant_replicator(pair, "P", "B", [topic])
+    grant_replicator(pair, "B", "P", [topic])
+    grant_app(pair, [topic], groups)
+    config = pair.config(tmp_path, flows={
+        "P->B": {"topics": [topic]},
+        "B->P": {"topics": [topic], "reverse.checkpointed.topics": [f"P.{topic}"]}},
+        **{"sync.group.offsets.enabled": False})
+    path = config.path
+    app_p, app_b = pair.user("P", "app"), pair.user("B", "app")
+    outputs: list[str] = []
+
+    def ok(*argv: str) -> str:
+        code, out, err = run(capsys, *argv, "--config", path)
+        outputs.extend((out, err))
+        assert code == 0, err
+        return out
+
+    p_values = [f"P-{i}" for i in range(900)]
+    produce(app_p, topic, p_values, PARTITIONS)
+    read = kip848_consume(app_p, group, [topic], limit=500)
+    kip848_consume(app_p, cutoff_group, [topic], limit=300)
+    kip848_consume(app_p, disaster_group, [topic], limit=200)
+    ok("replicate", "--flow", "P->B", "--once")
+    ok("replicate", "--flow", "B->P", "--once")
+
+    # Group sync writes an empty KIP-848 group's offsets on B.
+    ok("checkpoint", "--source", "P", "--target", "B", "--once", "--group", cutoff_group,
+       "--sync")
+    synced = kafka_admin.group_offsets(config.cluster("B"), cutoff_group)
+    assert sum(synced.values()) == 300 and {t for t, _ in synced} == {f"P.{topic}"}
+    translated = json.loads(ok("translate", "--group", group, "--from", "P", "--to", "B",
+                               "--format", "json"))
+    assert translated and all(t.get("status", "translated") == "translated"
+                              for t in translated.get("translations", []))
+    status = json.loads(ok("status", "--flow", "P->B", "--group", group, "--format", "json"))
+    assert status["flows"][0]["caught_up"] is True and status["flows"][0]["error"] is None
+
+    # An active KIP-848 member is refused; nothing is written on B.
+    stop, joined = threading.Event(), threading.Event()
+
+    def member() -> None:
+        from confluent_kafka import Consumer
+
+        c = Consumer({**app_p, "group.id": group, "group.protocol": "consumer",
+                      "enable.auto.commit": False, "log_level": 0})
+        c.subscribe([topic])
+        try:
+            while not stop.is_set():
+                c.poll(0.2)
+                if c.assignment():
+                    joined.set()
+        finally:
+            c.close()
+
+    thread = threading.Thread(target=member, daemon=True)
+    thread.start()
+    try:
+        assert joined.wait(60), "the KIP-848 member never got an assignment"
+        code, _, err = run(capsys, "failover", "--group", group, "--from", "P", "--to", "B",
+                           "--config", path)
+        assert code == 2 and f"group {group} has 1 active member(s)" in err
+        assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
+    finally:
+        stop.set()
+        thread.join(30)
+
+    over = json.loads(ok("failover", "--group", group, "--from", "P", "--to", "B",
+                         "--format", "json"))
+    assert over["subscribe"] == [f"P.{topic}", topic]
+    read += kip848_consume(app_b, group, over["subscribe"])
+    cut = json.loads(ok("failover", "--group", cutoff_group, "--from", "P", "--to", "B",
+                        "--cutoff", "--timeout", "60", "--format", "json"))
+    assert cut["subscribe"] == [f"P.{topic}", topic]
+    assert len(kip848_consume(app_b, cutoff_group, cut["subscribe"])) == 600
+    lost = json.loads(ok("failover", "--group", disaster_group, "--from", "P", "--to", "B",
+                         "--disaster", "--format", "json"))
+    assert len(kip848_consume(app_b, disaster_group, lost["subscribe"])) == 700
+
+    b_values = [f"B-{i}" for i in range(600)]
+    produce(app_b, topic, b_values, PARTITIONS)
+    read += kip848_consume(app_b, group, over["subscribe"], limit=250)
+    ok("replicate", "--flow", "B->P", "--once")
+    ok("replicate", "--flow", "P->B", "--once")
+    back = json.loads(ok("failback", "--group", group, "--from", "B", "--to", "P",
+                         "--format", "json"))
+    assert back["subscribe"] == [f"B.{topic}", topic]
+    read += kip848_consume(app_p, group, back["subscribe"])
+
+    counts = Counter(v for _, v in read)
+    assert set(p_values) | set(b_values) == set(counts), "records lost"
+    assert {v: c for v, c in counts.items() if c > 1} == {}, "records read twice"
+    ok("audit", "--group", group, "--format", "json")
+    assert_no_secret(pair, *outputs, folder=tmp_path)
+
+
+def test_wrong_password_is_named_not_unreachable(spark, pair, tmp_path, capsys):
+    config = pair.config(tmp_path, overrides={"P": {"sasl.password": "not-the-password"}})
+    for argv in (["replicate", "--flow", "P->B", "--once"],
+                 ["status", "--flow", "P->B", "--format", "json"],
+                 ["failover", "--group", "G", "--from", "P", "--to", "B"]):
+        code, out, err = run(capsys, *argv, "--config", config.path)
+        text = out + err
+        assert code == 2 or (argv[0] == "status" and code != 0), (argv, code, text)
+        assert "cluster P: authentication failed for user replicator (SCRAM-SHA-512)" in text
+        assert "unreachable" not in text and "Traceback" not in text
+        assert "--disaster" not in text  # a typo in a secret is not a lost data centre
+        assert "not-the-password" not in text
+        assert_no_secret(pair, text)
+    assert not (tmp_path / "ledger").exists(), "something was written"
+
+
+def test_untrusted_ca_is_named(spark, pair, tmp_path, capsys):
+    make_ca(tmp_path, "other", "a CA that signed nothing of this broker")
+    config = pair.config(tmp_path, overrides={"B": {"ssl.ca.location":
+                                                    str(tmp_path / "other.pem")}})
+    code, out, err = run(capsys, "replicate", "--flow", "P->B", "--once", "--config",
+                         config.path)
+    assert code == 2, out + err
+    assert "cluster B: TLS handshake with" in err
+    assert "the broker's certificate is not trusted" in err
+    assert f"set ssl.ca.location to the CA that signed it (now {tmp_path / 'other.pem'})" in err
+    assert "unreachable" not in err and "Traceback" not in err
+    assert not (tmp_path / "ledger").exists()
+
+
+@pytest.mark.parametrize("allowlist", ["literal", "regex"])
+def test_missing_read_on_one_topic_is_an_error_naming_the_acl(spark, pair, tmp_path, capsys,
+                                                             allowlist):
+    prefix = unique("Ord")
+    orders, payments = f"{prefix}Orders", f"{prefix}Payments"
+    for t in (orders, payments):
+        create_topic(pair, "P", t, 1)
+    grant_replicator(pair, "P", "B", [orders, payments])
+    app = pair.user("P", "app")
+    pair.grant("P", "app", "TOPIC", prefix, ["WRITE", "DESCRIBE"], "PREFIXED")
+    topics = [payments, orders] if allowlist == "literal" else [f"{prefix}.*"]
+    config = pair.config(tmp_path, flows={"P->B": {"topics": topics}, "B->P": False})
+    for t in (orders, payments):
+        produce(app, t, [f"{t}-{i}" for i in range(80)], 1)
+    code, _, err = run(capsys, "replicate", "--flow", "P->B", "--once", "--config", config.path)
+    assert code == 0, err
+
+    pair.revoke("P", "replicator", "TOPIC", orders, ["READ", "DESCRIBE_CONFIGS"])
+    for t in (orders, payments):
+        produce(app, t, [f"{t}-{i}" for i in range(80, 100)], 1)
+    code, out, err = run(capsys, "replicate", "--flow", "P->B", "--once", "--config",
+                         config.path)
+    assert code == 1, out + err
+    assert f"error: topic {orders} not replicated: " in err
+    assert (f"cluster P: User:replicator is not authorized to READ topic {orders}: add ACL "
+            f"--allow-principal User:replicator --operation Read --topic {orders}") in err
+    assert "removed" not in err and "Traceback" not in err
+    # The other topic went on.
+    replicas = kafka_admin.end_offsets(config.cluster("B"), [(f"P.{payments}", 0),
+                                                             (f"P.{orders}", 0)])
+    assert replicas == {(f"P.{payments}", 0): 100, (f"P.{orders}", 0): 80}
+    # status never calls the flow caught up while a replicated topic cannot be read.
+    code, out, _ = run(capsys, "status", "--flow", "P->B", "--format", "json", "--config",
+                       config.path)
+    flow = json.loads(out)["flows"][0]
+    assert code != 0 and flow["caught_up"] is False
+    assert f"topic {orders} is not replicated" in flow["error"]
+
+
+def test_missing_write_on_the_target_is_a_topic_error_not_a_traceback(spark, pair, tmp_path,
+                                                                      capsys):
+    prefix = unique("W")
+    denied, fine = f"{prefix}Denied", f"{prefix}Fine"
+    for t in (denied, fine):
+        create_topic(pair, "P", t, 1)
+        produce(pair.admin("P"), t, [f"{t}-{i}" for i in range(30)], 1)
+    grant_replicator(pair, "P", "B", [denied, fine])
+    # WRITE on the one replica is denied (a DENY wins over the prefixed ALLOW).
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    deny = AclBinding(ResourceType.TOPIC, f"P.{denied}", ResourcePatternType.LITERAL,
+                      "User:replicator", "*", AclOperation.WRITE, AclPermissionType.DENY)
+    AdminClient(pair.admin("B")).create_acls([deny])[deny].result(timeout=30)
+    config = pair.config(tmp_path, flows={"P->B": {"topics": [denied, fine]}, "B->P": False})
+    code, out, err = run(capsys, "replicate", "--flow", "P->B", "--once", "--executor", "local",
+                         "--config", config.path)
+    assert code == 1, out + err
+    assert f"error: topic {denied} not replicated: " in err
+    assert (f"User:replicator is not authorized to WRITE topic P.{denied}: add ACL "
+            f"--allow-principal User:replicator --operation Write --topic P.{denied}") in err
+    assert "Traceback" not in err and "pickle" not in err.lower()
+    ends = kafka_admin.end_offsets(config.cluster("B"), [(f"P.{fine}", 0)])
+    assert ends == {(f"P.{fine}", 0): 30}
+
+
+def test_copy_tasks_as_spark_tasks_and_a_continuous_run(spark, pair, tmp_path, capsys):
+    topic = unique("Spark")
+    create_topic(pair, "P", topic, 2)
+    grant_replicator(pair, "P", "B", [topic])
+    produce(pair.admin("P"), topic, [f"v{i}" for i in range(200)], 2)
+    config = pair.config(tmp_path, flows={"P->B": {"topics": [topic]}, "B->P": False})
+    code, _, err = run(capsys, "replicate", "--flow", "P->B", "--once", "--executor", "spark",
+                       "--config", config.path)
+    assert code == 0, err
+    replica = [(f"P.{topic}", p) for p in range(2)]
+    assert sum(kafka_admin.end_offsets(config.cluster("B"), replica).values()) == 200
+
+    # Continuous: new records are copied until the run is stopped.
+    from pipelines.replicate.job import replicate_continuously
+
+    produce(pair.admin("P"), topic, [f"w{i}" for i in range(100)], 2)
+    stop = threading.Event()
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(r=replicate_continuously(
+        None, config, "P->B", interval_s=0.5, stop=stop, executor="local")), daemon=True)
+    thread.start()
+    try:
+        import time
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and sum(kafka_admin.end_offsets(
+                config.cluster("B"), replica).values()) < 300:
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert sum(kafka_admin.end_offsets(config.cluster("B"), replica).values()) == 300
+    assert result["r"].errors == {}
