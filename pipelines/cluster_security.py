@@ -214,7 +214,7 @@ def grant(client_config: Mapping[str, Any], principal: str, resource: str, name:
     bindings = [AclBinding(ResourceType[resource], name, ResourcePatternType[pattern],
                            f"User:{principal}", "*", AclOperation[op], AclPermissionType.ALLOW)
                 for op in operations]
-    admin = AdminClient(dict(client_config))
+    admin = AdminClient({**client_config, "log_level": 0})
     for future in admin.create_acls(bindings, request_timeout=15).values():
         future.result(timeout=30)
 
@@ -234,7 +234,7 @@ def revoke(client_config: Mapping[str, Any], principal: str, resource: str, name
     filters = [AclBindingFilter(ResourceType[resource], name, ResourcePatternType[pattern],
                                 f"User:{principal}", "*", AclOperation[op],
                                 AclPermissionType.ALLOW) for op in operations]
-    admin = AdminClient(dict(client_config))
+    admin = AdminClient({**client_config, "log_level": 0})
     for future in admin.delete_acls(filters, request_timeout=15).values():
         future.result(timeout=30)
 

@@ -136,31 +136,11 @@ class ErrorWatch:
             return self._cause[1], self._cause[2]
 
 
-class _LogSink:
-    """A librdkafka ``logger``: its error lines (a connection closed during the handshake is
-    only logged) go to the watch, never to stderr."""
-
-    def __init__(self, watch: ErrorWatch) -> None:
-        self.watch = watch
-
-    def log(self, level: int, fmt: str, *args: Any) -> None:
-        try:
-            text = fmt % args if args else fmt
-        except (TypeError, ValueError):
-            text = str(fmt)
-        # logging.ERROR and above, and librdkafka's FAIL lines (connection failures: INFO).
-        if level >= 40 or (args and args[0] == "FAIL"):
-            self.watch(text)
-
-
 def watched(config: Mapping[str, Any]) -> tuple[dict[str, Any], ErrorWatch]:
-    """``config`` with an :class:`ErrorWatch` as its ``error_cb`` and ``logger`` (a given
-    ``error_cb`` is still called; librdkafka's log lines go to the watch only)."""
+    """``config`` with an :class:`ErrorWatch` as its ``error_cb`` (a given one is still
+    called)."""
     watch = ErrorWatch()
     out = dict(config)
-    if "logger" not in out:
-        out["logger"] = _LogSink(watch)
-        out["log_level"] = 6  # FAIL lines are INFO; all of them go to the watch only
     given = out.get("error_cb")
     if given is not None:
         def both(err: Any) -> None:
@@ -275,15 +255,14 @@ def classify(error: Any, alias: str, properties: Mapping[str, Any], *,
     if name in _AUTHZ_CODES:
         return Problem(AUTHORIZATION, not_authorized(alias, properties, _AUTHZ_CODES[name],
                                                      operation, resource))
-    if _CLOSED_EARLY.search(text):
-        return Problem(PROTOCOL, f"{where}: the broker at {bootstrap} closed the "
-                       "connection before any request: check security.protocol "
-                       f"(now {properties.get('security.protocol', 'PLAINTEXT')}) against the "
-                       "broker's listener (TLS, SASL)")
     if name in _UNKNOWN_TOPIC_CODES:
         return Problem(UNKNOWN_TOPIC, f"{where}: {resource or 'the topic'} does not exist")
-    if name in ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE") or (
-            name in _VAGUE_CODES and operation is None):
+    if _CLOSED_EARLY.search(text) or name in ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE") \
+            or (name in _VAGUE_CODES and operation is None):
+        # Something answers but the connection fails without a cause: TLS on one side only?
+        mismatch = protocol_mismatch(properties)
+        if mismatch is not None:
+            return Problem(PROTOCOL, f"{where}: {mismatch}")
         return Problem(UNREACHABLE, f"{where} is unreachable at {bootstrap}: {_short(text)}")
     what = f"{operation} {resource}" if operation and resource else (resource or "a request")
     return Problem(OTHER, f"{where}: {what} failed: {name + ': ' if name else ''}{_short(text)}")
@@ -333,7 +312,45 @@ def _short(text: str) -> str:
     return text.strip()[:300]
 
 
-# --- TLS: which of "not trusted", "another host", "expired" ---------------------------------
+# --- TLS: which of "not trusted", "another host", "expired"; TLS on one side only ----------
+
+
+def _host_port(bootstrap: str) -> tuple[str, int] | None:
+    target = bootstrap.split(",")[0].strip()
+    if "://" in target:
+        target = target.split("://", 1)[1]
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def protocol_mismatch(properties: Mapping[str, Any], timeout: float = 3.0) -> str | None:
+    """Whether the listener at ``bootstrap.servers`` speaks TLS while the client does not, or
+    the other way round (a broker closing such connections at once looks "unreachable")."""
+    where = _host_port(str(properties.get("bootstrap.servers", "")))
+    if where is None:
+        return None
+    protocol = str(properties.get("security.protocol", "PLAINTEXT")).upper()
+    client_tls = protocol in ("SSL", "SASL_SSL")
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection(where, timeout=timeout) as sock:
+            try:
+                with context.wrap_socket(sock, server_hostname=where[0]) as tls:
+                    tls.do_handshake()
+                    listener_tls = True
+            except (ssl.SSLError, ConnectionError, TimeoutError):
+                listener_tls = False
+    except OSError:
+        return None  # nothing answers: unreachable indeed
+    if listener_tls == client_tls:
+        return None
+    hint = "SSL or SASL_SSL" if listener_tls else "PLAINTEXT or SASL_PLAINTEXT"
+    speaks = "expects TLS" if listener_tls else "does not speak TLS"
+    return (f"the listener at {where[0]}:{where[1]} {speaks}, but security.protocol is "
+            f"{protocol}: set it to {hint} (as the broker's listener is configured)")
 
 
 def tls_reason(properties: Mapping[str, Any], text: str = "") -> str:
@@ -347,13 +364,10 @@ def tls_reason(properties: Mapping[str, Any], text: str = "") -> str:
 
 
 def _probe_tls(bootstrap: str, ca: Any, cert: Any, key: Any, timeout: float = 5.0) -> str | None:
-    target = bootstrap.split(",")[0].strip()
-    if "://" in target:
-        target = target.split("://", 1)[1]
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
+    where = _host_port(bootstrap)
+    if where is None:
         return None
-    host = host.strip("[]")
+    host, port = where
     try:
         context = ssl.create_default_context(cafile=str(ca) if ca else None)
         if cert and key:

@@ -58,17 +58,6 @@ def test_a_vague_transport_error_is_explained_by_the_watched_cause():
     assert unreachable.message.startswith("cluster P is unreachable at 127.0.0.1:1")
 
 
-def test_a_log_line_is_a_cause_too():
-    config, watch = kafka_errors.watched({"bootstrap.servers": "x"})
-    assert config["error_cb"] is watch
-    config["logger"].log(20, "%s [%s] %s", "FAIL", "rdkafka#producer-1",
-                         "127.0.0.1:9/bootstrap: Disconnected: connection closed by peer: "
-                         "receive 0 after POLLIN (after 0ms in state APIVERSION_QUERY)")
-    problem = classify(err(KafkaError._TRANSPORT), "P", {"bootstrap.servers": "127.0.0.1:9"},
-                       watch=watch)
-    assert problem.kind == "protocol" and "security.protocol (now PLAINTEXT)" in problem.message
-
-
 @pytest.mark.parametrize(("code", "operation", "resource", "acl"), [
     (KafkaError.TOPIC_AUTHORIZATION_FAILED, "READ", "topic Orders",
      "--operation Read --topic Orders on cluster P"),
@@ -215,3 +204,30 @@ def test_tls_reason_names_a_certificate_for_another_host(pki: Path):
         assert problem.kind == "tls"
         assert "the broker's certificate is not for 127.0.0.1" in problem.message
         assert "subjectAltName" in problem.message
+
+
+def test_tls_on_one_side_only_is_a_protocol_mismatch_not_unreachable(pki: Path):
+    vague = err(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure")
+    for bootstrap in _tls_server(pki / "broker.pem", pki / "broker.key"):
+        problem = classify(vague, "P", {"bootstrap.servers": bootstrap})
+        assert problem.kind == "protocol" and problem.cluster_wide
+        assert "expects speak TLS" not in problem.message
+        assert f"the listener at {bootstrap} expects" in problem.message
+        assert "security.protocol is PLAINTEXT: set it to SSL or SASL_SSL" in problem.message
+    # A TLS client at a plain listener.
+    plain = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    thread = threading.Thread(target=lambda: accepted.append(plain.accept()[0]), daemon=True)
+    thread.start()
+    try:
+        address = f"127.0.0.1:{plain.getsockname()[1]}"
+        closer = threading.Timer(0.5, lambda: [c.close() for c in accepted])
+        closer.start()
+        problem = classify(vague, "P", {"bootstrap.servers": address,
+                                        "security.protocol": "SASL_SSL"})
+        assert problem.kind == "protocol"
+        assert "does not speak TLS, but security.protocol is SASL_SSL" in problem.message
+    finally:
+        plain.close()
+    # Nothing listening: unreachable, as it is.
+    assert classify(vague, "P", {"bootstrap.servers": address}).kind == "unreachable"

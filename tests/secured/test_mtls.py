@@ -76,3 +76,23 @@ def test_a_client_certificate_the_brokers_do_not_trust_is_named(pair, tmp_path, 
     assert f"the broker refused the client certificate ({tmp_path / 'replicator.pem'}" in err
     assert "unreachable" not in err and "Traceback" not in err
     assert not (tmp_path / "ledger").exists()
+
+
+def test_clusters_cli_knows_the_secured_pair(pair, tmp_path, capsys):
+    """``clusters status`` finds the security the data dir was set up with; the users'
+    client settings are private files that load as a configuration."""
+    import yaml
+
+    from ledger.config import config_from_mapping
+
+    config = pair.config(tmp_path)
+    code, out, _ = run(capsys, "clusters", "status", "--config", config.path)
+    assert code == 0 and out.count("running (pid") == 2
+    folder = pair.clusters.material.write_client_files(
+        {a: pair.clusters.bootstrap(a) for a in ("P", "B")})
+    for user in ("admin", "replicator", "app"):
+        path = folder / f"{user}.yaml"
+        assert path.stat().st_mode & 0o077 == 0
+        clusters = yaml.safe_load(path.read_text())["clusters"]
+        assert clusters["P"]["ssl.certificate.location"].endswith(f"{user}.pem")
+        config_from_mapping({"clusters": clusters, "flows": {"P->B": True}})
