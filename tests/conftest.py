@@ -41,6 +41,7 @@ LONGEST_FIRST = (
     "tests/pipelines/mm2/test_mm2_interop.py",
     "tests/pipelines/audit/test_audit_evidence.py",
     "tests/pipelines/replicate/test_restart.py",
+    "tests/secured/test_sasl_ssl.py",
     "tests/e2e/test_reference_scenario.py",
     "tests/e2e/test_disaster_failover.py",
     "tests/e2e/test_spark_query_failover.py",
