@@ -287,14 +287,15 @@ def test_copy_tasks_as_spark_tasks_and_a_continuous_run(spark, pair, tmp_path, c
     replica = [(f"P.{topic}", p) for p in range(2)]
     assert sum(kafka_admin.end_offsets(config.cluster("B"), replica).values()) == 200
 
-    # Continuous: new records are copied until the run is stopped.
+    # Continuous (batch mode): new records are copied until the run is stopped.
     from pipelines.replicate.job import replicate_continuously
 
     produce(pair.admin("P"), topic, [f"w{i}" for i in range(100)], 2)
     stop = threading.Event()
     result: dict = {}
     thread = threading.Thread(target=lambda: result.update(r=replicate_continuously(
-        None, config, "P->B", interval_s=0.5, stop=stop, executor="local")), daemon=True)
+        None, config, "P->B", interval_s=0.5, stop=stop, executor="local", mode="batch")),
+        daemon=True)
     thread.start()
     try:
         import time
