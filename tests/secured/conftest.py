@@ -52,8 +52,7 @@ class SecuredPair:
             "clusters": {a: {**self.user(a, user), **(overrides or {}).get(a, {})}
                          for a in ALIASES},
             "flows": {"P->B": True, "B->P": True},
-            "ledger": {"location": str(folder / "ledger"),
-                       "streaming.checkpoint.location": str(folder / "streaming")},
+            "ledger": {"location": str(folder / "ledger")},
             "embedded": {"data.dir": str(self.clusters.data_dir)},
         }
         raw.update(raw_overrides)
