@@ -125,15 +125,18 @@ def test_prometheus_scrapes_replicate_and_checkpoint(spark, make_config, unique,
         assert status[("offset_ledger_group_ready_to_move", None, None)] == 1
         assert status[("offset_ledger_status_exit_code", None, None)] == 0
 
-        # Every query of the dashboard is valid PromQL; the replication panels have data.
-        empty = []
-        for title, expr in dashboard_queries(source=".*", target=".*", group=".*"):
-            if not prom.query(expr):
-                empty.append(title)
-        assert not {"RPO (worst partition)", "Lag (records)", "Record rate (MM2 record-rate)",
-                    "Replication latency (MM2 replication-latency-ms)",
-                    "Checkpoint latency (MM2 checkpoint-latency-ms)",
-                    "Groups ready to move"} & set(empty), empty
+        # Every query of the dashboard is valid PromQL (prom.query fails on an error); the
+        # main panels have data once rate() has two samples of each counter.
+        core = {"RPO (worst partition)", "Lag (records)", "Record rate (MM2 record-rate)",
+                "Replication latency (MM2 replication-latency-ms)",
+                "Checkpoint latency (MM2 checkpoint-latency-ms)", "Groups ready to move"}
+
+        def empty_core() -> set[str]:
+            return core & {title for title, expr in dashboard_queries(
+                source=".*", target=".*", group=".*") if not prom.query(expr)}
+
+        wait_for(lambda: not empty_core(), 60, "data in the dashboard's main panels",
+                 lambda: str(empty_core()))
 
         # Stop orders' replication: its replica is deleted, and new records wait.
         delete(b, f"P.{orders}")
