@@ -15,6 +15,7 @@ nested (``replication: {policy: {separator: "."}}``); both mean the same key.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -26,6 +27,8 @@ from typing import Any
 import yaml
 
 from ledger.errors import OffsetLedgerError
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
 # More than a year: audits of last year's operations still time-travel.
@@ -327,7 +330,9 @@ _TOP_LEVEL = {
                             [x.strip() for x in v.split(",") if x.strip()]
                             if isinstance(v, str) else v)),
 }
-# Keys that did nothing and were removed: a file that still has one is refused with what to do.
+# Keys that did nothing and were removed. A value asking for behaviour offset-ledger does not have
+# is refused with what to do; any other value is ignored with a warning that says the same, so a
+# file written for MirrorMaker 2 or an earlier release still loads and is told to drop the line.
 REMOVED_KEYS = {
     "offset.lag.max": (
         "removed: offset-ledger records every replicated run exactly (no lag bound applies, "
@@ -342,6 +347,8 @@ REMOVED_KEYS = {
         "checkpoint); delete the line (a Spark query's own checkpoint is moved with "
         "failover --spark-checkpoint)"),
 }
+# Removed keys whose value (parsed) asks for what does not exist: refused, never ignored.
+_REFUSED_VALUES = {"emit.checkpoints.enabled": lambda v: not _bool(v)}
 
 _FLOW_KEYS = {
     "enabled": ("enabled", _bool),
@@ -454,6 +461,19 @@ def _parse(key: str, value: Any, parser: Any) -> Any:
         raise ConfigError(f"{key}: invalid value {shown}: {exc}") from None
 
 
+def _removed(key: str, value: Any) -> None:
+    """Refuse a removed key whose value asks for behaviour that does not exist; warn otherwise."""
+    message = f"{key}: {REMOVED_KEYS[key]}"
+    refused = _REFUSED_VALUES.get(key)
+    try:
+        refuse = refused is not None and refused(value)
+    except (TypeError, ValueError):
+        refuse = True
+    if refuse:
+        raise ConfigError(message)
+    _log.warning("%s (ignored)", message)
+
+
 def config_from_mapping(raw: Mapping[str, Any], path: str | None = None) -> Config:
     """Validate a parsed YAML document and build the :class:`Config`."""
     if not isinstance(raw, Mapping):
@@ -466,7 +486,8 @@ def config_from_mapping(raw: Mapping[str, Any], path: str | None = None) -> Conf
     kwargs: dict[str, Any] = {}
     for key, value in flat.items():
         if key in REMOVED_KEYS:
-            raise ConfigError(f"{key}: {REMOVED_KEYS[key]}")
+            _removed(key, value)
+            continue
         if key not in _TOP_LEVEL:
             shown = MASK if is_secret_key(key) else repr(value)
             raise ConfigError(f"{key}: unknown property (value {shown})")

@@ -89,16 +89,33 @@ def test_bad_value_named():
 
 
 @pytest.mark.parametrize(("raw", "key", "advice"), [
-    ({"offset.lag.max": 100}, "offset.lag.max", "records every replicated run exactly"),
     ({"emit": {"checkpoints": {"enabled": False}}}, "emit.checkpoints.enabled",
      "sync.group.offsets.enabled: false"),
-    ({"ledger": {"location": "/l", "streaming.checkpoint.location": "/s"}},
-     "ledger.streaming.checkpoint.location", "keeps its position in the ledger only"),
+    ({"emit.checkpoints.enabled": "maybe"}, "emit.checkpoints.enabled",
+     "sync.group.offsets.enabled: false"),
 ])
-def test_removed_keys_refused_with_what_to_do(raw, key, advice):
+def test_removed_key_asking_for_what_does_not_exist_is_refused(raw, key, advice):
     with pytest.raises(ConfigError, match=rf"(?i)^{re.escape(key)}: removed: .*"
                                           rf"{re.escape(advice)}.*delete the line"):
         config_from_mapping(with_(**raw))
+
+
+@pytest.mark.parametrize(("raw", "without", "key", "advice"), [
+    ({"offset.lag.max": 100}, {}, "offset.lag.max", "records every replicated run exactly"),
+    ({"emit": {"checkpoints": {"enabled": True}}}, {}, "emit.checkpoints.enabled",
+     "always records checkpoints"),
+    ({"ledger": {"location": "/l", "streaming.checkpoint.location": "/s"}},
+     {"ledger": {"location": "/l"}},
+     "ledger.streaming.checkpoint.location", "keeps its position in the ledger only"),
+])
+def test_other_removed_keys_load_with_a_warning_that_says_what_to_do(raw, without, key, advice,
+                                                                      caplog):
+    with caplog.at_level(logging.WARNING, logger="ledger.config"):
+        config = config_from_mapping(with_(**raw))
+    assert config == config_from_mapping(with_(**without))
+    [warning] = [r.getMessage() for r in caplog.records if r.getMessage().startswith(key)]
+    assert advice in warning and "delete the line" in warning.lower()
+    assert warning.endswith("(ignored)")
 
 
 @pytest.mark.parametrize(("location", "schema"), [
