@@ -199,9 +199,10 @@ def recorded_mode(data_dir: Path) -> str | None:
 
 
 def grant(client_config: Mapping[str, Any], principal: str, resource: str, name: str,
-          operations: list[str], pattern: str = "LITERAL") -> None:
-    """Create ALLOW ACLs (as the super user): ``resource`` is TOPIC, GROUP, CLUSTER or
-    TRANSACTIONAL_ID, ``pattern`` LITERAL or PREFIXED, ``operations`` e.g. ["READ"]."""
+          operations: list[str], pattern: str = "LITERAL", permission: str = "ALLOW") -> None:
+    """Create ACLs (as the super user): ``resource`` is TOPIC, GROUP, CLUSTER or
+    TRANSACTIONAL_ID, ``pattern`` LITERAL or PREFIXED, ``operations`` e.g. ["READ"],
+    ``permission`` ALLOW or DENY (a DENY wins over any ALLOW)."""
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -212,8 +213,8 @@ def grant(client_config: Mapping[str, Any], principal: str, resource: str, name:
     )
 
     bindings = [AclBinding(ResourceType[resource], name, ResourcePatternType[pattern],
-                           f"User:{principal}", "*", AclOperation[op], AclPermissionType.ALLOW)
-                for op in operations]
+                           f"User:{principal}", "*", AclOperation[op],
+                           AclPermissionType[permission]) for op in operations]
     admin = AdminClient({**client_config, "log_level": 0})
     for future in admin.create_acls(bindings, request_timeout=15).values():
         future.result(timeout=30)

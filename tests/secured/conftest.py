@@ -37,8 +37,9 @@ class SecuredPair:
         return self.clusters.client_config(alias, user)
 
     def grant(self, alias: str, principal: str, resource: str, name: str, ops: list[str],
-              pattern: str = "LITERAL") -> None:
-        cluster_security.grant(self.admin(alias), principal, resource, name, ops, pattern)
+              pattern: str = "LITERAL", permission: str = "ALLOW") -> None:
+        cluster_security.grant(self.admin(alias), principal, resource, name, ops, pattern,
+                               permission)
 
     def revoke(self, alias: str, principal: str, resource: str, name: str, ops: list[str],
                pattern: str = "LITERAL") -> None:

@@ -250,19 +250,7 @@ def test_missing_write_on_the_target_is_a_topic_error_not_a_traceback(spark, pai
         produce(pair.admin("P"), t, [f"{t}-{i}" for i in range(30)], 1)
     grant_replicator(pair, "P", "B", [denied, fine])
     # WRITE on the one replica is denied (a DENY wins over the prefixed ALLOW).
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
-
-    deny = AclBinding(ResourceType.TOPIC, f"P.{denied}", ResourcePatternType.LITERAL,
-                      "User:replicator", "*", AclOperation.WRITE, AclPermissionType.DENY)
-    admin = AdminClient(pair.admin("B"))  # must outlive its future
-    admin.create_acls([deny])[deny].result(timeout=30)
+    pair.grant("B", "replicator", "TOPIC", f"P.{denied}", ["WRITE"], permission="DENY")
     config = pair.config(tmp_path, flows={"P->B": {"topics": [denied, fine]}, "B->P": False})
     code, out, err = run(capsys, "replicate", "--flow", "P->B", "--once", "--executor", "local",
                          "--config", config.path)
