@@ -231,3 +231,63 @@ def test_tls_on_one_side_only_is_a_protocol_mismatch_not_unreachable(pki: Path):
         plain.close()
     # Nothing listening: unreachable, as it is.
     assert classify(vague, "P", {"bootstrap.servers": address}).kind == "unreachable"
+
+
+# --- TLS: an expired certificate, from a real client and through the CLI's preflight ---------
+
+
+@pytest.fixture
+def expired_broker(pki: Path) -> Iterator[str]:
+    """A TLS listener on loopback whose certificate, signed by the trusted CA, has expired
+    (``-days -1``: it was valid until yesterday)."""
+    sign(pki, "ca", "expired", server=True, days=-1)
+    yield from _tls_server(pki / "expired.pem", pki / "expired.key")
+
+
+EXPIRED = "the broker's certificate has expired (certificate has expired): renew it on the broker"
+
+
+def test_an_expired_certificate_is_named_with_what_to_fix(pki: Path, expired_broker: str):
+    from ledger.config import config_from_mapping
+    from pipelines import preflight
+
+    properties = {"bootstrap.servers": expired_broker, "security.protocol": "SASL_SSL",
+                  "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "replicator",
+                  "sasl.password": SECRET, "ssl.ca.location": str(pki / "ca.pem")}
+    assert kafka_errors.tls_reason(properties) == EXPIRED
+    config = config_from_mapping({"clusters": {"P": properties, "B": properties},
+                                  "flows": {"P->B": True}}, path=str(pki / "c.yaml"))
+    # A real librdkafka client: its vague metadata failure is explained by the handshake's.
+    with pytest.raises(KafkaAccessError) as raised:
+        preflight.check_reachable(config.cluster("P"))
+    assert raised.value.kind == "tls" and raised.value.cluster_wide
+    assert str(raised.value) == f"cluster P: TLS handshake with {expired_broker} failed: " \
+        + EXPIRED
+    assert SECRET not in str(raised.value)
+
+
+@pytest.mark.parametrize("verb", [
+    ["failover", "--group", "G", "--from", "P", "--to", "B"],
+    ["failback", "--group", "G", "--from", "P", "--to", "B"],
+    ["translate", "--group", "G", "--from", "P", "--to", "B"],
+], ids=lambda verb: verb[0])
+def test_an_expired_certificate_stops_a_verb_at_its_preflight(pki: Path, expired_broker: str,
+                                                              tmp_path: Path, capsys, verb):
+    import yaml
+
+    from pipelines import cli
+
+    properties = {"bootstrap.servers": expired_broker, "security.protocol": "SSL",
+                  "ssl.ca.location": str(pki / "ca.pem")}
+    path = tmp_path / "offset-ledger.yaml"
+    path.write_text(yaml.safe_dump({"clusters": {"P": properties, "B": properties},
+                                    "flows": {"P->B": True},
+                                    "ledger": {"location": str(tmp_path / "ledger")}}))
+    code = cli.main([*verb, "--config", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: cluster ")  # the first cluster the verb contacts (B or P)
+    assert f": TLS handshake with {expired_broker} failed: {EXPIRED}" in err
+    assert "unreachable" not in err and "--disaster" not in err and "Traceback" not in err
+    assert err.count("\n") == 1, err  # one line
+    assert not (tmp_path / "ledger").exists()
