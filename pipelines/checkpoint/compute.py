@@ -24,7 +24,7 @@ from pipelines.checkpoint.mapping import FORWARD, TopicMapping
 
 
 @dataclass(frozen=True)
-class Commit:
+class GroupCommit:
     """A committed offset observed in a group."""
 
     cluster: str
@@ -43,7 +43,7 @@ class Previous:
 
 
 def compute_checkpoints(
-    commits: list[Commit],
+    commits: list[GroupCommit],
     mappings: Mapping[str, TopicMapping],
     stores: Mapping[str, OffsetSyncStore],
     previous: Mapping[tuple[str, str, str, int], Previous],

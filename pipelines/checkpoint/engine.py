@@ -7,6 +7,10 @@ Invariants:
       stores loaded at one ``offset_syncs`` version -> append ``checkpoints`` -> write offsets on
       T -> append ``resume_points``. A resume point is recorded only for an offset that Kafka
       accepted, and always names the checkpoint and ledger versions it came from.
+    * The offset writes are decided once, by :meth:`Checkpointer.plan` (MM2's sync rules over
+      the commits observed on T); :meth:`Checkpointer.commit` writes exactly those (a group
+      found active is skipped whole, never re-decided), so what a dry run shows is what a
+      pass writes.
     * Offsets are written only into groups with no active members on T; in periodic mode an
       active group is skipped (and reported), in failover/failback mode it is an error.
     * When S is unreachable (a disaster) and the caller allows it, the group's last commits
@@ -36,7 +40,7 @@ from ledger.tables import Ledger
 from pipelines import kafka_admin
 from pipelines.checkpoint import history
 from pipelines.checkpoint.compute import (
-    Commit,
+    GroupCommit,
     OffsetWrite,
     Previous,
     compute_checkpoints,
@@ -64,7 +68,7 @@ class CheckpointResult:
     writes: list[OffsetWrite] = field(default_factory=list)
     skipped: list[tuple[CheckpointRecord, str]] = field(default_factory=list)
     resume_points: list[ResumePoint] = field(default_factory=list)
-    source_commits: list[Commit] = field(default_factory=list)
+    source_commits: list[GroupCommit] = field(default_factory=list)
     source_live: bool = True
     versions: dict[str, int] = field(default_factory=dict)
     # The stores translated over, by sync flow (the metrics' group readiness reads their ends).
@@ -77,13 +81,17 @@ class CheckpointPlan:
 
     flow: FlowConfig
     result: CheckpointResult
-    target_commits: list[Commit]
+    target_commits: list[GroupCommit]
     states: dict[tuple[str, str], str]
     now: dt.datetime
     latest_checkpoints: dict[tuple, CheckpointRecord] = field(default_factory=dict)
     latest_commits: dict[tuple, dict] = field(default_factory=dict)  # group_offsets rows
     # The snapshots the checkpoints were translated over (an operation records their spans).
     stores: dict[str, OffsetSyncStore] = field(default_factory=dict)
+    # The offset writes decided over ``result.checkpoints`` and ``target_commits`` (the only
+    # place they are decided), and the checkpoints not written, with why.
+    writes: list[OffsetWrite] = field(default_factory=list)
+    skipped: list[tuple[CheckpointRecord, str]] = field(default_factory=list)
 
 
 class Checkpointer:
@@ -106,13 +114,13 @@ class Checkpointer:
         return sorted(g.group_id for g in kafka_admin.list_groups(cluster)
                       if flow.group_allowed(g.group_id))
 
-    def observe(self, cluster_alias: str, groups: Iterable[str]) -> tuple[list[Commit], dict]:
+    def observe(self, cluster_alias: str, groups: Iterable[str]) -> tuple[list[GroupCommit], dict]:
         cluster = self.config.cluster(cluster_alias)
         commits, states = [], {}
         for group in groups:
             states[group] = kafka_admin.describe_group(cluster, group).state
             for (topic, partition), offset in kafka_admin.group_offsets(cluster, group).items():
-                commits.append(Commit(cluster_alias, group, topic, partition, offset))
+                commits.append(GroupCommit(cluster_alias, group, topic, partition, offset))
         return commits, states
 
     def _since(self, now: dt.datetime) -> dt.datetime:
@@ -126,7 +134,7 @@ class Checkpointer:
                                                     since, where), g=GROUP_OFFSETS)
         return history.by_key(history.rows_of(rows), history.commit_key)
 
-    def recorded_commits(self, cluster_alias: str, groups: Iterable[str]) -> list[Commit]:
+    def recorded_commits(self, cluster_alias: str, groups: Iterable[str]) -> list[GroupCommit]:
         """The latest commits ``group_offsets`` holds (for a source that cannot be reached).
 
         The refresh window first; only groups it does not hold (a checkpoint job stopped long
@@ -137,10 +145,10 @@ class Checkpointer:
         missing = sorted(set(groups) - {k[1] for k in latest})
         if missing:
             latest.update(self.latest_commits([cluster_alias], missing, None))
-        return [Commit(cluster_alias, r["group_id"], r["topic"], r["partition"],
+        return [GroupCommit(cluster_alias, r["group_id"], r["topic"], r["partition"],
                        r["committed_offset"]) for _, r in sorted(latest.items())]
 
-    def record_observations(self, commits: list[Commit], states: dict[tuple[str, str], str],
+    def record_observations(self, commits: list[GroupCommit], states: dict[tuple[str, str], str],
                             now: dt.datetime, latest: Mapping[tuple, dict] | None = None,
                             complete: bool = True) -> None:
         observation = uuid.uuid4().hex
@@ -241,12 +249,15 @@ class Checkpointer:
         states_by_cluster = {**{(flow.source, g): st for g, st in states.items()},
                              **{(flow.target, g): st for g, st in target_states.items()}}
         return CheckpointPlan(flow, result, target_commits, states_by_cluster, now, latest,
-                              latest_commits, stores)
+                              latest_commits, stores, list(result.writes),
+                              list(result.skipped))
 
     def commit(self, plan: CheckpointPlan, *, sync: bool,
                operation_id: str | Mapping[str, str] | None = None,
                reason: str = "group_offset_sync", strict: bool = False) -> CheckpointResult:
         """Record a plan in the ledger and, with ``sync``, write its offsets on the target.
+
+        The offsets written are the plan's (``plan.writes``), never decided again here.
 
         ``operation_id`` may map each group to its own operation (several groups, one pass).
         """
@@ -275,7 +286,8 @@ class Checkpointer:
                                 GROUP_OFFSETS: self.engine.version(GROUP_OFFSETS)})
         result.writes, result.skipped = [], []
         if sync:
-            self._sync(flow, result, plan.target_commits, operation_id, reason, strict, plan.now)
+            result.skipped.extend(plan.skipped)
+            self._sync(flow, result, plan.writes, operation_id, reason, strict, plan.now)
         result.versions[RESUME_POINTS] = self.engine.version(RESUME_POINTS)
         return result
 
@@ -307,13 +319,11 @@ class Checkpointer:
         return self.commit(plan, sync=sync, operation_id=operation_id, reason=reason,
                            strict=strict)
 
-    def _sync(self, flow: FlowConfig, result: CheckpointResult, target_commits: list[Commit],
+    def _sync(self, flow: FlowConfig, result: CheckpointResult, writes: list[OffsetWrite],
               operation_id: str | Mapping[str, str] | None, reason: str, strict: bool,
               now: dt.datetime) -> None:
+        """Write the planned ``writes`` on the target, one call per group; record what took."""
         target = self.config.cluster(flow.target)
-        existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
-        writes, skipped = decide_offset_writes(result.checkpoints, existing)
-        result.skipped.extend(skipped)
         by_group: dict[str, list[OffsetWrite]] = {}
         for w in writes:
             by_group.setdefault(w.group_id, []).append(w)

@@ -124,7 +124,7 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
         UntranslatableOffsetsError: a topic with no mapping, or a partition with no
             translation; the message names each one.
     """
-    from pipelines.checkpoint.compute import Commit, compute_checkpoints
+    from pipelines.checkpoint.compute import GroupCommit, compute_checkpoints
     from pipelines.checkpoint.engine import utcnow
 
     flow = checkpointer.config.flow(source, target)
@@ -137,7 +137,7 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
     stores: dict[str, OffsetSyncStore] = {}
     if mappings:
         stores = checkpointer.load_stores(mappings)
-        commits = [Commit(source, label, t, p, o) for (t, p), o in sorted(offsets.items())
+        commits = [GroupCommit(source, label, t, p, o) for (t, p), o in sorted(offsets.items())
                    if t in mappings]
         checkpoints = compute_checkpoints(
             commits, mappings, stores, {}, checkpoint_id=checkpoint_id or uuid.uuid4().hex,

@@ -58,7 +58,7 @@ from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
 from pipelines.checkpoint.report import render, translation_rows
 from pipelines.failover import cutoff as cutoffs
 from pipelines.failover import evidence
-from pipelines.failover.readiness import Coverage, Gap, Need, needs_for, replication_lag
+from pipelines.failover.readiness import CoverageCheck, Gap, Need, needs_for, replication_lag
 from pipelines.failover.result import OperationResult, print_result
 from pipelines.spark import ledger_engine
 
@@ -155,7 +155,7 @@ class Mover:
         self.engine = engine
         self.config = config
         self.checkpointer = Checkpointer(engine, config)
-        self.coverage = Coverage(config, engine)
+        self.coverage = CoverageCheck(config, engine)
 
     # --- checks ----------------------------------------------------------------------------
 

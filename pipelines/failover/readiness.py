@@ -24,7 +24,7 @@ partition end is :func:`recorded_ends` (the highest end of the current epoch's r
 Invariants:
     * Reads only: the ledger (``replication_progress``, then the runs of the partitions still
       in doubt) and Kafka (read_committed probes); nothing is written.
-    * :func:`recorded_ends` is the only place the ends are decided; :class:`Coverage` (a move)
+    * :func:`recorded_ends` is the only place the ends are decided; :class:`CoverageCheck` (a move)
       and ``pipelines.status.gather`` (status) both ask it.
     * A gap that cannot be told (an open transaction holds the last stable offset) is not
       covered: waiting is always safe, a wrong "ready" is not.
@@ -41,7 +41,7 @@ from ledger.records import ProgressRecord
 from ledger.schemas import REPLICATION_PROGRESS
 from ledger.tables import Ledger
 from pipelines import kafka_admin
-from pipelines.checkpoint.compute import Commit
+from pipelines.checkpoint.compute import GroupCommit
 from pipelines.checkpoint.mapping import FORWARD, TopicMapping
 
 
@@ -79,7 +79,7 @@ class Gap:
                 f"group committed {n.offset}")
 
 
-def needs_for(commits: Iterable[Commit], mappings: dict[str, TopicMapping],
+def needs_for(commits: Iterable[GroupCommit], mappings: dict[str, TopicMapping],
               ends: dict[tuple[str, int], int] | None = None) -> list[Need]:
     """What the runs must cover for ``commits``; with ``ends`` (a cutoff) the end offsets too.
 
@@ -161,7 +161,7 @@ def recorded_ends(engine: LedgerEngine | Ledger, keys: Iterable[Key],
     return out
 
 
-class Coverage:
+class CoverageCheck:
     """Answers "which needs are not covered yet?" against one ledger and the clusters."""
 
     def __init__(self, config: Config, ledger: LedgerEngine | Ledger):

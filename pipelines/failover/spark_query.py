@@ -42,7 +42,7 @@ from ledger import records
 from ledger.errors import OffsetLedgerError
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from pipelines.checkpoint import offsets as offsets_json
-from pipelines.checkpoint.compute import Commit, OffsetWrite
+from pipelines.checkpoint.compute import GroupCommit, OffsetWrite
 from pipelines.checkpoint.engine import CheckpointResult, resume_point, utcnow
 from pipelines.checkpoint.mapping import subscribe_topics
 from pipelines.checkpoint.report import render, translation_rows
@@ -124,7 +124,7 @@ class QueryMover:
         self.ledger.require() if options.dry_run else self.ledger.init()
         label = query_label(checkpoint, name)
         offsets = _merge(checkpoint.sources, checkpoint.path)
-        commits = [Commit(source, label, t, p, o) for (t, p), o in sorted(offsets.items())]
+        commits = [GroupCommit(source, label, t, p, o) for (t, p), o in sorted(offsets.items())]
         checkpointer = self.mover.checkpointer
         lag = 0
         if live:

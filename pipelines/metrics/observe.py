@@ -303,12 +303,12 @@ def group_readiness(config: Any, flow: Any, result: Any) -> dict[str, tuple[bool
     """
     from pipelines import kafka_admin
     from pipelines.checkpoint.mapping import FORWARD
-    from pipelines.status.readiness import Coverage
+    from pipelines.status.readiness import CommitCoverage
 
     if not getattr(result, "source_live", True):
         return {}
     stores = getattr(result, "stores", {}) or {}
-    by_group: dict[str, list[Coverage]] = {}
+    by_group: dict[str, list[CommitCoverage]] = {}
     for cp in result.checkpoints:
         store = stores.get(cp.flow)
         # The runs are keyed by the original topic: the group's topic (forward) or the
@@ -320,7 +320,7 @@ def group_readiness(config: Any, flow: Any, result: Any) -> dict[str, tuple[bool
         else:
             end = max((r.downstream_end for r in runs), default=None)
         by_group.setdefault(cp.group_id, []).append(
-            Coverage(cp.direction, cp.source_topic, cp.partition, cp.source_offset, end))
+            CommitCoverage(cp.direction, cp.source_topic, cp.partition, cp.source_offset, end))
     gaps = {(c.topic, c.partition): (c.replicated_to, c.committed)
             for cover in by_group.values() for c in cover
             if c.direction == FORWARD and c.missing and c.replicated_to is not None}

@@ -38,8 +38,8 @@ from pipelines.mm2 import formats
 from pipelines.replicate.topics import look_up_unseen, select_topics
 from pipelines.status.readiness import (
     Checkpoint,
-    Commit,
-    Coverage,
+    CommitCoverage,
+    CommitLag,
     FlowStatus,
     GroupStatus,
     PartitionLag,
@@ -200,7 +200,7 @@ class Gatherer:
 
     # --- groups ----------------------------------------------------------------------------
 
-    def _commits(self, alias: str, group: str) -> list[Commit] | str:
+    def _commits(self, alias: str, group: str) -> list[CommitLag] | str:
         error = self.cluster_error(alias)
         if error is not None:
             return error
@@ -210,7 +210,8 @@ class Gatherer:
             ends = kafka_admin.end_offsets(cluster, offsets)
         except OffsetLedgerError as exc:
             return str(exc)
-        return [Commit(alias, t, p, o, ends.get((t, p))) for (t, p), o in sorted(offsets.items())]
+        return [CommitLag(alias, t, p, o, ends.get((t, p)))
+                for (t, p), o in sorted(offsets.items())]
 
     def group_status(self, group: str, flow: FlowConfig, flow_status: FlowStatus,
                      checkpoints: dict[tuple[str, str, str], Checkpoint],
@@ -226,7 +227,7 @@ class Gatherer:
                 status.commits[alias] = commits
         if flow.source in status.errors:
             return status
-        reverse: dict[str, list[tuple[Commit, str, str]]] = {}
+        reverse: dict[str, list[tuple[CommitLag, str, str]]] = {}
         forward_topics = set()
         for c in status.commits[flow.source]:
             mapping = map_topic(self.config, flow, c.topic)
@@ -235,7 +236,7 @@ class Gatherer:
             if mapping.direction == FORWARD:
                 forward_topics.add(c.topic)
                 lag = flow_status.partition(c.topic, c.partition)
-                status.coverage.append(Coverage(FORWARD, c.topic, c.partition, c.offset,
+                status.coverage.append(CommitCoverage(FORWARD, c.topic, c.partition, c.offset,
                                                 lag.replicated_to if lag else None))
             else:
                 reverse.setdefault(mapping.sync_flow, []).append((c, mapping.sync_topic,
@@ -245,7 +246,7 @@ class Gatherer:
             ends = recorded_ends(self.engine, [(sync_flow, t, c.partition) for c, t, _ in items])
             for c, sync_topic, direction in items:
                 end = ends[(sync_flow, sync_topic, c.partition)]
-                status.coverage.append(Coverage(direction, c.topic, c.partition, c.offset,
+                status.coverage.append(CommitCoverage(direction, c.topic, c.partition, c.offset,
                                                 end.replicated_to(direction)))
         gaps = {(c.topic, c.partition): (c.replicated_to, c.committed) for c in status.coverage
                 if c.direction == FORWARD and c.missing and c.replicated_to is not None}

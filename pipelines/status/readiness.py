@@ -77,7 +77,7 @@ class FlowStatus:
 
 
 @dataclass
-class Commit:
+class CommitLag:
     """A group's committed offset on one cluster, with the partition's end offset."""
 
     cluster: str
@@ -92,7 +92,7 @@ class Commit:
 
 
 @dataclass
-class Coverage:
+class CommitCoverage:
     """Whether the runs cover one committed offset the move translates."""
 
     direction: str          # 'forward' (original on S) | 'reverse' (replica on S)
@@ -125,9 +125,9 @@ class GroupStatus:
     flow: str
     source: str
     target: str
-    commits: dict[str, list[Commit]] = field(default_factory=dict)   # cluster -> commits
+    commits: dict[str, list[CommitLag]] = field(default_factory=dict)   # cluster -> commits
     errors: dict[str, str] = field(default_factory=dict)             # cluster -> why unread
-    coverage: list[Coverage] = field(default_factory=list)
+    coverage: list[CommitCoverage] = field(default_factory=list)
     checkpoint: Checkpoint | None = None
     flow_caught_up: bool = False     # every partition of the group's topics caught up
     last_move: tuple[str, str] | None = None  # (from, to) of its newest recorded operation

@@ -6,17 +6,20 @@ import datetime as dt
 
 import pytest
 
+from ledger import schemas
 from ledger.config import config_from_mapping
 from ledger.store import OffsetSyncStore
 from ledger.translation import Run
+from pipelines import kafka_admin
+from pipelines.checkpoint import engine as checkpoint_engine
 from pipelines.checkpoint.compute import (
-    Commit,
+    GroupCommit,
     OffsetWrite,
     Previous,
     compute_checkpoints,
     decide_offset_writes,
 )
-from pipelines.checkpoint.engine import resume_point
+from pipelines.checkpoint.engine import Checkpointer, CheckpointPlan, CheckpointResult, resume_point
 from pipelines.checkpoint.mapping import FORWARD, REVERSE, map_topic, subscribe_topics
 
 pytestmark = pytest.mark.unit
@@ -70,14 +73,14 @@ def checkpoints(commits, previous=None, runs=((100, 500, 4), (110, 504, 2))):
 
 
 def test_forward_checkpoints_follow_the_design_example():
-    rows = checkpoints([Commit("P", "G", "Payments", 0, x) for x in (102, 105, 112)])
+    rows = checkpoints([GroupCommit("P", "G", "Payments", 0, x) for x in (102, 105, 112)])
     assert [(r.source_offset, r.target_offset, r.status) for r in rows] == [
         (102, 502, "translated"), (105, 504, "translated"), (112, 506, "translated")]
     assert {r.offset_syncs_version for r in rows} == {3}
 
 
 def test_untranslatable_has_no_offset_and_a_reason():
-    (row,) = checkpoints([Commit("P", "G", "Payments", 0, 50)])
+    (row,) = checkpoints([GroupCommit("P", "G", "Payments", 0, 50)])
     assert row.target_offset is None and row.status == "untranslatable" and not row.translated
     assert "before the first replicated record" in row.reason
 
@@ -86,17 +89,18 @@ def test_never_backwards_unless_the_group_rewound():
     key = ("G", FORWARD, "Payments", 0)
     # Previous checkpoint said 505 for source 111; now the group is still at 111 but the
     # translation (e.g. after a rewind of the replicator) says less: hold.
-    (held,) = checkpoints([Commit("P", "G", "Payments", 0, 111)], {key: Previous(111, 506)})
+    (held,) = checkpoints([GroupCommit("P", "G", "Payments", 0, 111)], {key: Previous(111, 506)})
     assert (held.status, held.target_offset) == ("held", 506)
     # The group itself rewound to 101: the checkpoint moves back with it.
-    (rewound,) = checkpoints([Commit("P", "G", "Payments", 0, 101)], {key: Previous(111, 505)})
+    (rewound,) = checkpoints([GroupCommit("P", "G", "Payments", 0, 101)], {key: Previous(111, 505)})
     assert (rewound.status, rewound.target_offset, rewound.group_rewound) == (
         "translated", 501, True)
 
 
 def test_offset_sync_never_rewinds_and_skips_untranslatable():
-    rows = checkpoints([Commit("P", "G", "Payments", 0, 112), Commit("P", "H", "Payments", 0, 112),
-                        Commit("P", "K", "Payments", 0, 3)])
+    rows = checkpoints([GroupCommit("P", "G", "Payments", 0, 112),
+                        GroupCommit("P", "H", "Payments", 0, 112),
+                        GroupCommit("P", "K", "Payments", 0, 3)])
     writes, skipped = decide_offset_writes(rows, {("H", "P.Payments", 0): 900})
     assert [(w.group_id, w.offset, w.previous_offset) for w in writes] == [("G", 506, None)]
     reasons = {cp.group_id: why for cp, why in skipped}
@@ -106,7 +110,7 @@ def test_offset_sync_never_rewinds_and_skips_untranslatable():
 
 
 def test_a_resume_point_names_its_checkpoint_or_nothing():
-    (cp,) = checkpoints([Commit("P", "G", "Payments", 0, 112)])
+    (cp,) = checkpoints([GroupCommit("P", "G", "Payments", 0, 112)])
     (write,), _ = decide_offset_writes([cp], {})
     point = resume_point(write, operation_id="op", reason="failover", cluster="B",
                          checkpoints_version=9, now=NOW)
@@ -120,3 +124,56 @@ def test_a_resume_point_names_its_checkpoint_or_nothing():
                          checkpoints_version=9, now=NOW)
     assert (point.checkpoint_id, point.source_offset, point.checkpoints_version) == (
         None, None, None)
+
+
+class RecordingEngine:
+    """The few engine calls :meth:`Checkpointer.commit` makes, kept in memory."""
+
+    direct = True
+
+    def __init__(self):
+        self.appended: dict[str, list[dict]] = {}
+
+    def append(self, table, rows):
+        self.appended.setdefault(table, []).extend(rows)
+
+    def version(self, table):
+        return 7
+
+
+def decided_twice(*args, **kwargs):
+    raise AssertionError("the offset writes were decided again after the plan")
+
+
+def test_a_pass_writes_exactly_the_offsets_its_plan_decided(monkeypatch):
+    commits = [GroupCommit("P", g, "Payments", 0, 112) for g in ("G", "H", "A")]
+    rows = checkpoints([*commits, GroupCommit("P", "K", "Payments", 0, 3)])
+    target = [GroupCommit("B", "H", "P.Payments", 0, 900)]
+    planned, skipped = decide_offset_writes(
+        rows, {(c.group_id, c.topic, c.partition): c.offset for c in target})
+    result = CheckpointResult("c1", "P->B", checkpoints=rows, writes=list(planned),
+                              skipped=list(skipped), source_commits=commits,
+                              versions={schemas.OFFSET_SYNCS: 3})
+    plan = CheckpointPlan(CONFIG.flow("P->B"), result, target, {}, NOW, writes=planned,
+                          skipped=skipped)
+    written = []
+
+    def alter(cluster, group, offsets):
+        if group == "A":  # became active since the plan: skipped whole, nothing re-decided
+            raise kafka_admin.GroupActiveError(f"group {group} has active members on B")
+        written.append((group, offsets))
+
+    monkeypatch.setattr(kafka_admin, "alter_group_offsets", alter)
+    monkeypatch.setattr(checkpoint_engine, "decide_offset_writes", decided_twice)
+    checkpointer = Checkpointer.__new__(Checkpointer)
+    checkpointer.engine, checkpointer.config = RecordingEngine(), CONFIG
+    out = checkpointer.commit(plan, sync=True, operation_id="op", reason="failover")
+
+    assert [(w.group_id, w.offset) for w in planned] == [("A", 506), ("G", 506)]
+    assert written == [("G", {("P.Payments", 0): 506})]
+    assert out.writes == [w for w in planned if w.group_id == "G"]
+    assert [(p["group_id"], p["offset"], p["checkpoint_id"])
+            for p in checkpointer.engine.appended[schemas.RESUME_POINTS]] == [("G", 506, "c1")]
+    reasons = {cp.group_id: why for cp, why in out.skipped}
+    assert set(reasons) == {"A", "H", "K"} and "active" in reasons["A"]
+    assert reasons["H"].startswith("never rewind")

@@ -11,8 +11,8 @@ from pipelines import cli
 from pipelines.metrics.status import to_prometheus
 from pipelines.status.readiness import (
     Checkpoint,
-    Commit,
-    Coverage,
+    CommitCoverage,
+    CommitLag,
     FlowStatus,
     GroupStatus,
     PartitionLag,
@@ -45,9 +45,9 @@ def report() -> Report:
                       heartbeat=AT - dt.timedelta(seconds=2))
     down = FlowStatus("B->P", "B", "P", error="cluster B is unreachable at 127.0.0.1:2")
     waiting = GroupStatus("G", "P->B", "P", "B",
-                          coverage=[Coverage("forward", "Orders", 0, 110, 100)],
+                          coverage=[CommitCoverage("forward", "Orders", 0, 110, 100)],
                           checkpoint=Checkpoint(AT - dt.timedelta(seconds=30), 1))
-    waiting.commits["P"] = [Commit("P", "Orders", 0, 110, 120)]
+    waiting.commits["P"] = [CommitLag("P", "Orders", 0, 110, 120)]
     nothing = GroupStatus("G", "B->P", "B", "P")
     return Report(AT, [flow, down], [waiting, nothing], 3)
 

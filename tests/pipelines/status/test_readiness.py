@@ -11,8 +11,8 @@ import yaml
 from pipelines import cli
 from pipelines.status import job
 from pipelines.status.readiness import (
-    Commit,
-    Coverage,
+    CommitCoverage,
+    CommitLag,
     FlowStatus,
     GroupStatus,
     PartitionLag,
@@ -27,9 +27,10 @@ def lag(end: int, to: int, left: bool | None = True) -> PartitionLag:
     return PartitionLag("T", "P.T", 0, end, to, True, committed_left=left)
 
 
-def group(coverage: list[Coverage], source_lag: int = 0, caught_up: bool = True) -> GroupStatus:
+def group(coverage: list[CommitCoverage], source_lag: int = 0,
+          caught_up: bool = True) -> GroupStatus:
     g = GroupStatus("G", "P->B", "P", "B", coverage=coverage, flow_caught_up=caught_up)
-    g.commits["P"] = [Commit("P", c.topic, c.partition, c.committed, c.committed + source_lag)
+    g.commits["P"] = [CommitLag("P", c.topic, c.partition, c.committed, c.committed + source_lag)
                       for c in coverage]
     return g
 
@@ -44,20 +45,22 @@ def test_a_tail_of_markers_and_aborted_records_is_caught_up():
 
 
 def test_group_verdicts():
-    waiting = group([Coverage("forward", "T", 0, 1500, 296), Coverage("forward", "T", 1, 9, 9)])
+    waiting = group([CommitCoverage("forward", "T", 0, 1500, 296),
+                     CommitCoverage("forward", "T", 1, 9, 9)])
     assert waiting.verdict == "wait: 1,204 records not yet replicated" and not waiting.ready
-    ready = group([Coverage("forward", "T", 0, 1500, 296, committed_left=False)])
+    ready = group([CommitCoverage("forward", "T", 0, 1500, 296, committed_left=False)])
     assert ready.verdict == "ready to fail over P -> B" and ready.ready
-    back = group([Coverage("reverse", "B.T", 0, 40, 40)])
+    back = group([CommitCoverage("reverse", "B.T", 0, 40, 40)])
     assert back.verdict == "ready to fail back P -> B"
     # With operations recorded, the newest one decides: G came from B, so P -> B goes back.
-    mixed = group([Coverage("forward", "T", 0, 5, 5), Coverage("reverse", "B.T", 0, 4, 4)])
+    mixed = group([CommitCoverage("forward", "T", 0, 5, 5),
+                   CommitCoverage("reverse", "B.T", 0, 4, 4)])
     assert mixed.kind == "failover"
     mixed.last_move = ("B", "P")
     assert mixed.kind == "failback"
     mixed.last_move = ("P", "B")
     assert mixed.kind == "failover"
-    open_txn = group([Coverage("forward", "T", 0, 50, 40, committed_left=None)])
+    open_txn = group([CommitCoverage("forward", "T", 0, 50, 40, committed_left=None)])
     assert open_txn.verdict.endswith("(1 partition(s) with an open transaction)")
     assert group([]).verdict == "nothing to move: no committed offsets on P"
     down = GroupStatus("G", "P->B", "P", "B", errors={"P": "cluster P is unreachable"})
@@ -65,17 +68,17 @@ def test_group_verdicts():
 
 
 def test_cutoff_needs_the_group_at_the_end_and_replication_caught_up():
-    assert group([Coverage("forward", "T", 0, 10, 10)]).cutoff_ready
-    behind = group([Coverage("forward", "T", 0, 10, 10)], source_lag=7)
+    assert group([CommitCoverage("forward", "T", 0, 10, 10)]).cutoff_ready
+    behind = group([CommitCoverage("forward", "T", 0, 10, 10)], source_lag=7)
     assert behind.ready and not behind.cutoff_ready
     assert "group has 7 records to read on P" in behind.cutoff_verdict
-    assert not group([Coverage("forward", "T", 0, 10, 10)], caught_up=False).cutoff_ready
+    assert not group([CommitCoverage("forward", "T", 0, 10, 10)], caught_up=False).cutoff_ready
 
 
 def test_exit_code():
     up, down = FlowStatus("P->B", "P", "B", [lag(5, 5)]), FlowStatus("P->B", "P", "B", [lag(9, 5)])
-    ready = group([Coverage("forward", "T", 0, 5, 5)])
-    waiting = group([Coverage("forward", "T", 0, 9, 5)])
+    ready = group([CommitCoverage("forward", "T", 0, 5, 5)])
+    waiting = group([CommitCoverage("forward", "T", 0, 9, 5)])
     nothing = GroupStatus("G", "B->P", "B", "P")
     assert exit_code([up], []) == 0
     assert exit_code([down], []) == 3
@@ -91,7 +94,7 @@ def test_table_and_json_carry_the_same_facts():
     at = dt.datetime(2026, 1, 1, 12, 0, 10, tzinfo=dt.UTC)
     flow = FlowStatus("P->B", "P", "B", [lag(312, 302, left=False)],
                       last_run=at - dt.timedelta(seconds=10))
-    report = Report(at, [flow], [group([Coverage("forward", "T", 0, 312, 302,
+    report = Report(at, [flow], [group([CommitCoverage("forward", "T", 0, 312, 302,
                                                  committed_left=False)])], 0)
     data = json.loads(json.dumps(as_dict(report)))
     assert data["flows"][0]["partitions"][0]["only_markers_left"] is True
