@@ -31,11 +31,13 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import re
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import records
@@ -86,6 +88,34 @@ class MoveOptions:
     dry_run: bool = False
     allow_untranslatable: bool = False
     quiet_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class MoveRecord:
+    """One move of groups ``source -> target`` as :meth:`Mover.record_operations` records it.
+
+    ``groups`` are group ids, or ``spark:<name>`` labels of Spark queries; each has its
+    ``operation_ids`` and ``subscribe`` entry, and may have its own ``messages`` line.
+    """
+
+    kind: str                       # 'failover' | 'failback'
+    groups: tuple[str, ...]
+    source: str
+    target: str
+    operation_ids: Mapping[str, str]
+    subscribe: Mapping[str, list[str]]
+    started: dt.datetime
+    seconds: float                  # from the start to ready
+    live: bool                      # False: the source was declared lost (--disaster)
+    mode: str                       # 'continuous' | 'cutoff' | 'disaster'
+    messages: Mapping[str, str] = field(default_factory=dict)
+
+    def message(self, group: str) -> str | None:
+        if self.messages.get(group):
+            return self.messages[group]
+        if not self.live:
+            return f"{self.source} declared lost (--disaster): recorded commits used"
+        return "cutoff" if self.mode == "cutoff" else None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -327,8 +357,9 @@ class Mover:
                             plan.stores, result.versions[CHECKPOINTS], plan.now)
         seconds = time.monotonic() - started_mono
         if not options.dry_run:
-            self.record_operations(kind, groups, source, target, result, subscribe,
-                                   operation_ids, started, seconds, live, mode)
+            self.record_operations(MoveRecord(kind, tuple(groups), source, target,
+                                              operation_ids, subscribe, started, seconds,
+                                              live, mode), result)
         return [OperationResult(operation_ids[g], kind, g, source, target, subscribe[g], result,
                                 [w for w in starts if w.group_id == g], seconds,
                                 options.dry_run, mode, lag) for g in groups]
@@ -419,27 +450,23 @@ class Mover:
                       for w in starts]
             self.engine.append(RESUME_POINTS, records.rows(points))
 
-    def record_operations(self, kind: str, groups: list[str], source: str, target: str,
-                          result: CheckpointResult, subscribe: dict[str, list[str]],
-                          operation_ids: dict[str, str], started, seconds: float, live: bool,
-                          mode: str, messages: dict[str, str] | None = None) -> None:
-        """One row per group, every row with the same ledger versions."""
+    def record_operations(self, move: MoveRecord, result: CheckpointResult) -> None:
+        """One row per group of ``move``, every row with the same ledger versions."""
         resume_version = self.engine.version(RESUME_POINTS)
         ready = utcnow()
         operations = [Operation(
-            operation_id=operation_ids[g], kind=kind, group_id=g, from_cluster=source,
-            to_cluster=target, status="completed", subscribe_topics=tuple(subscribe[g]),
+            operation_id=move.operation_ids[g], kind=move.kind, group_id=g,
+            from_cluster=move.source, to_cluster=move.target, status="completed",
+            subscribe_topics=tuple(move.subscribe[g]),
             offset_syncs_version=result.versions.get(OFFSET_SYNCS),
             checkpoints_version=result.versions.get(CHECKPOINTS),
             group_offsets_version=result.versions.get(GROUP_OFFSETS),
             resume_points_version=resume_version,
             reverse_checkpointing=any(cp.direction == "reverse" and cp.group_id == g
                                       for cp in result.checkpoints),
-            started_at=started, ready_at=ready, seconds_to_ready=seconds,
-            message=((messages or {}).get(g) or
-                     (f"{source} declared lost (--disaster): recorded commits used"
-                      if not live else "cutoff" if mode == "cutoff" else None)),
-        ) for g in groups]
+            started_at=move.started, ready_at=ready, seconds_to_ready=move.seconds,
+            message=move.message(g),
+        ) for g in move.groups]
         self.engine.append(OPERATIONS, records.rows(operations))
         result.versions[OPERATIONS] = self.engine.version(OPERATIONS)
 

@@ -48,7 +48,7 @@ from pipelines.checkpoint.mapping import subscribe_topics
 from pipelines.checkpoint.report import render, translation_rows
 from pipelines.failover import evidence
 from pipelines.failover import spark_checkpoint as sc
-from pipelines.failover.job import MoveOptions, Mover
+from pipelines.failover.job import MoveOptions, Mover, MoveRecord
 from pipelines.failover.readiness import needs_for, replication_lag
 
 
@@ -211,10 +211,9 @@ class QueryMover:
                    f"{cp.batch_id} -> checkpointLocation {result.location}, options in "
                    f"{result.resume_file}")
         mode = "disaster" if not live else "continuous"
-        self.mover.record_operations(
-            kind, [label], source, target, pass_result, {label: result.subscribe()},
-            {label: op}, started, time.monotonic() - started_mono, live, mode,
-            messages={label: message})
+        self.mover.record_operations(MoveRecord(
+            kind, (label,), source, target, {label: op}, {label: result.subscribe()}, started,
+            time.monotonic() - started_mono, live, mode, messages={label: message}), pass_result)
         versions.update(pass_result.versions)
         versions.pop(GROUP_OFFSETS, None)
         return versions

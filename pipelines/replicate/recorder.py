@@ -1,8 +1,12 @@
 """Recording a flow's batches: the runs appended to ``offset_syncs``, then progress MERGEd.
 
-    batch N    append offset_syncs, txn (offset-ledger-replicate-<flow>, N)   critical path
-               MERGE replication_progress ............ in the background, overlapping
-    batch N+1  wait for N's MERGE; append ...           the copy of batch N+1
+:meth:`LedgerRecorder.record` of batch N appends its runs (txn ``(offset-ledger-replicate-
+<flow>, N)``, on the critical path), then waits for batch N-1's MERGE, then submits N's MERGE
+of ``replication_progress`` to the background thread, where it overlaps the copy of batch N+1
+and the append of N+1 (another table)::
+
+    main        append N | wait MERGE N-1 | copy N+1 ........... | append N+1 | wait MERGE N |
+    background                            | MERGE N ............................. |
 
 Engines: delta-rs (``ledger.commits``) for a path ledger whose two tables the driver's direct
 read verified; Spark (``ledger.tables.Ledger``) otherwise, and for good after the first commit
@@ -11,9 +15,15 @@ a read needs them; with Spark copy tasks the first batch opens them in the backg
 copies.
 
 Invariants:
-    * A batch's ``offset_syncs`` append completes before its progress MERGE starts, and a MERGE
-      completes before the next batch's append: ``replication_progress`` never claims more than
-      ``offset_syncs`` records.
+    * A batch's ``offset_syncs`` append completes before its progress MERGE starts, and MERGEs
+      run one at a time in batch order (N+1's is submitted only once N's has finished):
+      ``replication_progress`` never claims more than ``offset_syncs`` records. Batch N+1's
+      append may run while batch N's MERGE does (the diagram).
+    * The engine switch (``_tables_verified``, ``_direct``, ``_declined``) is read and written
+      only under ``_lock``: the background MERGE may decline delta-rs while the main thread
+      appends, and a decline is for good (a later ``tables_verified`` never undoes it). The
+      Spark ``Ledger`` is opened once, under ``_opening_lock``; a thread never waits for an
+      opening queued behind its own work on the background thread (it opens inline instead).
     * Both engines write the same commit for a batch (the same txn pair, the same MERGE on the
       natural key), so switching engines after a failure records a batch at most once.
     * A failed append or MERGE raises :class:`ReplicationError` naming the flow and batch; no
@@ -22,10 +32,11 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger import commits
 from ledger.errors import OffsetLedgerError, first_line
@@ -38,7 +49,9 @@ from ledger.schemas import (
     REPLICATION_PROGRESS,
     REPLICATION_PROGRESS_SCHEMA,
 )
-from ledger.tables import Ledger
+
+if TYPE_CHECKING:
+    from ledger.tables import Ledger
 
 LEDGER_WRITES = ("auto", "spark")
 
@@ -67,9 +80,12 @@ class LedgerRecorder:
         self._ledger_writes = ledger_writes
         self.ledger: Ledger | None = None
         self.seconds = 0.0  # on the critical path: appends and waits for a MERGE
+        # The engine switch, shared by the main thread (appends) and the background (MERGEs).
+        self._lock = threading.Lock()
         self._tables_verified = False
         self._direct = False
         self._declined = False  # delta-rs could not make a commit: Spark's from then on
+        self._opening_lock = threading.Lock()  # guards ``ledger`` and ``_opening``
         # A streaming driver holds the flow's lease: a batch number someone else recorded means
         # another writer, and its runs must not be dropped silently.
         self.exclusive = False
@@ -80,19 +96,30 @@ class LedgerRecorder:
 
     def tables_verified(self, verified: bool) -> None:
         """The driver's direct read found both tables readable (or not): commit with delta-rs."""
-        self._tables_verified = verified
-        self._direct = verified and self._ledger_writes == "auto" and not self._declined
+        with self._lock:
+            self._tables_verified = verified
+            self._direct = verified and self._ledger_writes == "auto" and not self._declined
 
     @property
     def direct(self) -> bool:
         """Whether the next commits go through delta-rs."""
-        return self._direct
+        with self._lock:
+            return self._direct
+
+    def _decline(self) -> None:
+        """delta-rs could not make a commit: every later commit goes through Spark."""
+        with self._lock:
+            self._direct, self._declined = False, True
 
     # --- the Spark ledger, when first needed -------------------------------------------------
 
     def _open(self) -> Ledger:
+        from ledger.tables import Ledger  # Spark's: a copy-only install commits with delta-rs
+
         ledger = Ledger(self._session(), self.location)
-        if not self._tables_verified:  # else the two tables written here were read already
+        with self._lock:
+            verified = self._tables_verified
+        if not verified:  # else the two tables written here were read already
             ledger.init()
         return ledger
 
@@ -106,15 +133,25 @@ class LedgerRecorder:
 
     def open_while_copying(self) -> None:
         """Open the Spark ledger in the background, unless delta-rs makes the commits."""
-        if not self._direct and self.ledger is None and self._opening is None:
-            self._opening = self._background.submit(self._open_and_warm)
+        if self.direct or not self._opening_lock.acquire(blocking=False):
+            return  # delta-rs commits, or a thread is opening the ledger right now
+        try:
+            if self.ledger is None and self._opening is None:
+                self._opening = self._background.submit(self._open_and_warm)
+        finally:
+            self._opening_lock.release()
 
     def ledger_now(self) -> Ledger:
         """The initialised Spark ledger (its tables created or checked on the first call)."""
-        if self.ledger is None:
-            opening, self._opening = self._opening, None
-            self.ledger = opening.result() if opening is not None else self._open()
-        return self.ledger
+        with self._opening_lock:
+            if self.ledger is None:
+                opening, self._opening = self._opening, None
+                if opening is not None and opening.cancel():
+                    # Still queued behind the background's current work (perhaps the caller
+                    # itself, a MERGE that fell back to Spark): waiting would never end.
+                    opening = None
+                self.ledger = opening.result() if opening is not None else self._open()
+            return self.ledger
 
     # --- one batch ---------------------------------------------------------------------------
 
@@ -132,7 +169,7 @@ class LedgerRecorder:
         self._progress_write = self._background.submit(self._merge, progress)
 
     def _append(self, rows: list[tuple], batch: int) -> None:
-        if self._direct:
+        if self.direct:
             names = [f.name for f in OFFSET_SYNCS_SCHEMA.fields]
             outcome = commits.append_with_txn(self.location, OFFSET_SYNCS,
                                               [dict(zip(names, r, strict=True)) for r in rows],
@@ -142,17 +179,17 @@ class LedgerRecorder:
                                        f"another writer: is another replicate job running?")
             if outcome is not commits.UNAVAILABLE:
                 return
-            self._direct, self._declined = False, True
+            self._decline()
         ledger = self.ledger_now()
         ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
                       txn_app_id=self.app_id, txn_version=batch)
 
     def _merge(self, progress: list[ProgressRecord]) -> None:
-        if self._direct:
+        if self.direct:
             if commits.merge_on_keys(self.location, REPLICATION_PROGRESS, record_rows(progress),
                                      NATURAL_KEYS[REPLICATION_PROGRESS]) is commits.COMMITTED:
                 return
-            self._direct, self._declined = False, True
+            self._decline()
         ledger = self.ledger_now()
         ledger.merge(REPLICATION_PROGRESS,
                      ledger.spark.createDataFrame(record_rows(progress),
