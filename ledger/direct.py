@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -105,6 +106,28 @@ def version(location: str, name: str) -> int | Marker:
     return max(versions) if versions else UNAVAILABLE
 
 
+_EPOCH = {None: dt.datetime(1970, 1, 1), "UTC": dt.datetime(1970, 1, 1, tzinfo=dt.UTC)}
+_PER_MICROSECOND = {"s": 1e-6, "ms": 1e-3, "us": 1, "ns": 1000}
+
+
+def _pylist(table: Any) -> list[dict[str, Any]]:
+    """``table.to_pylist()`` without pyarrow's import of pandas (a second or more on a small
+    machine, for every timestamp it converts): UTC and naive timestamps are converted here."""
+    import pyarrow as pa
+
+    columns = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        kind = field.type
+        if pa.types.is_timestamp(kind) and kind.tz in _EPOCH:
+            epoch, per_us = _EPOCH[kind.tz], _PER_MICROSECOND[kind.unit]
+            columns.append([None if v is None else epoch + dt.timedelta(microseconds=v // per_us)
+                            for v in column.cast(pa.int64()).to_pylist()])
+        else:
+            columns.append(column.to_pylist())
+    return [dict(zip(table.column_names, values, strict=True)) for values in zip(*columns,
+                                                                                 strict=True)]
+
+
 def query(location: str, tables: Mapping[str, str], sql: str,
           versions: Mapping[str, int] | None = None) -> list[dict[str, Any]] | Marker:
     """Rows of ``sql`` over ledger tables registered as ``{sql_name: table_name}``.
@@ -129,7 +152,7 @@ def query(location: str, tables: Mapping[str, str], sql: str,
     if any(not path.exists() for path in paths.values()):
         return ABSENT
     try:
-        from ledger.schemas import SCHEMAS
+        from ledger.schemas import column_names
 
         builder = QueryBuilder()
         for alias, path in paths.items():
@@ -137,11 +160,11 @@ def query(location: str, tables: Mapping[str, str], sql: str,
                 raise ValueError(f"{tables[alias]}'s Delta log is incomplete")
             table = DeltaTable(str(path), version=(versions or {}).get(alias))
             have = set(pa.schema(table.schema()).names)
-            missing = [f.name for f in SCHEMAS[tables[alias]].fields if f.name not in have]
+            missing = [c for c in column_names(tables[alias]) if c not in have]
             if missing:
                 raise ValueError(f"{tables[alias]} lacks columns {missing}")
             builder = builder.register(alias, table)
-        return pa.table(builder.execute(sql).read_all()).to_pylist()
+        return _pylist(pa.RecordBatchReader.from_stream(builder.execute(sql)).read_all())
     except Exception as exc:  # damaged or unsupported: Spark reads it and names the damage
         log.debug("ledger at %s not read with delta-rs (%s): reading with Spark", location,
                   first_line(exc, 200))

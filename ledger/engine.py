@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ledger import commits, direct
-from ledger.schemas import DERIVED, NATURAL_KEYS, SCHEMAS
+from ledger.schemas import DERIVED, NATURAL_KEYS, TABLES, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -209,7 +209,7 @@ class LedgerEngine:
     def require(self, *names: str) -> None:
         """As ``Ledger.require``: every table (default: all but derived ones) exists and reads;
         a missing or damaged one raises ``LedgerError`` (Spark names the damage)."""
-        names = names or tuple(n for n in SCHEMAS if n not in DERIVED)
+        names = names or tuple(n for n in TABLES if n not in DERIVED)
         if self._direct:
             found = {n: direct.version(self.location, n) for n in names}
             missing = [n for n, v in found.items() if v is direct.ABSENT]
@@ -225,12 +225,12 @@ class LedgerEngine:
 
     def init(self) -> None:
         """As ``Ledger.init``: tables created when missing (by Spark, once), never altered."""
-        if self._direct and self._readable(SCHEMAS):
+        if self._direct and self._readable(TABLES):
             return
         if self._direct:
             # A new ledger (or a damaged one): Spark creates the tables, or names the damage.
             self.ledger.init()
-            if not self._readable(SCHEMAS):
+            if not self._readable(TABLES):
                 self.decline("delta-rs cannot read every table")
             return
         self.ledger.init()
@@ -238,7 +238,7 @@ class LedgerEngine:
     # --- writes ----------------------------------------------------------------------------
 
     def _spark_frame(self, name: str, rows: Sequence[Mapping[str, Any]]) -> Any:
-        return self.spark.createDataFrame([dict(r) for r in rows], SCHEMAS[name])
+        return self.spark.createDataFrame([dict(r) for r in rows], spark_schema(name))
 
     def append(self, name: str, rows: Sequence[Mapping[str, Any]], *,
                txn: tuple[str, int] | None = None) -> None:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Self
-
-from pyspark.sql.types import StructType
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ledger import schemas
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 
 class _Record:
@@ -33,7 +34,7 @@ class _Record:
 
     @classmethod
     def schema(cls) -> StructType:
-        return schemas.SCHEMAS[cls.TABLE]
+        return schemas.spark_schema(cls.TABLE)
 
     def to_row(self) -> dict[str, Any]:
         """The row as a dict in the table's column order."""

@@ -7,21 +7,19 @@ Invariants:
       or any other sentinel offset.
     * Every table has a natural key (``NATURAL_KEYS``) on which writes are idempotent.
     * No table has a column for cluster properties, so a secret cannot land in a row.
+    * Importing this module imports no pyspark: the columns are plain tuples (``COLUMNS``), and
+      the Spark ``StructType`` of a table (``SCHEMAS[name]``, ``OFFSET_SYNCS_SCHEMA``, ...) is
+      built from them on first use, so a verb that reads the ledger with delta-rs never loads
+      Spark's Python package.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 OFFSET_SYNCS = "offset_syncs"
 CHECKPOINTS = "checkpoints"
@@ -34,14 +32,22 @@ OPERATION_CHECKPOINTS = "operation_checkpoints"
 OFFSET_SYNC_SPANS = "offset_sync_spans"
 
 
-def _schema(*fields: tuple[str, object, bool]) -> StructType:
-    return StructType([StructField(name, dtype, nullable) for name, dtype, nullable in fields])
+class Column(NamedTuple):
+    """One column: its name, its Spark SQL type (``bigint``, ``array<string>``, ...), nullable."""
+
+    name: str
+    type: str
+    nullable: bool
 
 
-S, L, INT, B, T = StringType(), LongType(), IntegerType(), BooleanType(), TimestampType()
+def _schema(*fields: tuple[str, str, bool]) -> tuple[Column, ...]:
+    return tuple(Column(*field) for field in fields)
+
+
+S, L, INT, B, T, D = "string", "bigint", "int", "boolean", "timestamp", "double"
 
 # One row per run: upstream u..u+n-1 written, in order, at downstream d..d+n-1.
-OFFSET_SYNCS_SCHEMA = _schema(
+OFFSET_SYNCS_COLUMNS = _schema(
     ("flow", S, False),               # "P->B"
     ("source_cluster", S, False),
     ("target_cluster", S, False),
@@ -57,7 +63,7 @@ OFFSET_SYNCS_SCHEMA = _schema(
 )
 
 # Forward and reverse checkpoints, one row per (group, partition) per checkpoint pass.
-CHECKPOINTS_SCHEMA = _schema(
+CHECKPOINTS_COLUMNS = _schema(
     ("checkpoint_id", S, False),
     ("flow", S, False),               # the offset_syncs flow used, e.g. "P->B"
     ("direction", S, False),          # 'forward' | 'reverse'
@@ -77,7 +83,7 @@ CHECKPOINTS_SCHEMA = _schema(
 )
 
 # Committed offsets observed in groups, one row per observation.
-GROUP_OFFSETS_SCHEMA = _schema(
+GROUP_OFFSETS_COLUMNS = _schema(
     ("observation_id", S, False),
     ("cluster", S, False),
     ("group_id", S, False),
@@ -89,7 +95,7 @@ GROUP_OFFSETS_SCHEMA = _schema(
 )
 
 # Offsets this tool wrote into a group on a cluster.
-RESUME_POINTS_SCHEMA = _schema(
+RESUME_POINTS_COLUMNS = _schema(
     ("resume_point_id", S, False),
     ("operation_id", S, True),        # NULL for periodic group offset sync
     ("reason", S, False),             # 'group_offset_sync' | 'failover' | 'failback'
@@ -110,14 +116,14 @@ RESUME_POINTS_SCHEMA = _schema(
 )
 
 # Failover and failback operations with the ledger versions they were computed from.
-OPERATIONS_SCHEMA = _schema(
+OPERATIONS_COLUMNS = _schema(
     ("operation_id", S, False),
     ("kind", S, False),               # 'failover' | 'failback'
     ("group_id", S, False),
     ("from_cluster", S, False),
     ("to_cluster", S, False),
     ("status", S, False),             # 'completed' | 'failed'
-    ("subscribe_topics", ArrayType(S), False),
+    ("subscribe_topics", f"array<{S}>", False),
     ("offset_syncs_version", L, True),
     ("checkpoints_version", L, True),
     ("group_offsets_version", L, True),
@@ -125,12 +131,12 @@ OPERATIONS_SCHEMA = _schema(
     ("reverse_checkpointing", B, False),
     ("started_at", T, False),
     ("ready_at", T, True),
-    ("seconds_to_ready", DoubleType(), True),
+    ("seconds_to_ready", D, True),
     ("message", S, True),
 )
 
 # Latest replication state per flow partition (MERGE on the key; history via Delta versions).
-REPLICATION_PROGRESS_SCHEMA = _schema(
+REPLICATION_PROGRESS_COLUMNS = _schema(
     ("flow", S, False),
     ("topic", S, False),
     ("replica_topic", S, False),
@@ -150,17 +156,17 @@ REPLICATION_PROGRESS_SCHEMA = _schema(
 # The spans (ledger.spans) of the current epoch of every flow partition its checkpoints were
 # translated over, as the store held them: offset_syncs' columns, one row per span, with
 # run_id "span" and batch_id the span's position in write order.
-OPERATION_RUNS_SCHEMA = _schema(
+OPERATION_RUNS_COLUMNS = _schema(
     ("operation_id", S, False),
     ("offset_syncs_version", L, False),  # the version the spans were loaded at
-    *((f.name, f.dataType, f.nullable) for f in OFFSET_SYNCS_SCHEMA.fields),
+    *OFFSET_SYNCS_COLUMNS,
 )
 
 # The checkpoint rows an operation's pass computed (every group partition of its groups).
-OPERATION_CHECKPOINTS_SCHEMA = _schema(
+OPERATION_CHECKPOINTS_COLUMNS = _schema(
     ("operation_id", S, False),
     ("checkpoints_version", L, False),   # the version that holds these rows
-    *((f.name, f.dataType, f.nullable) for f in CHECKPOINTS_SCHEMA.fields),
+    *CHECKPOINTS_COLUMNS,
 )
 
 # Per flow, the spans (ledger.spans) of the current epoch of every flow partition at one
@@ -169,23 +175,60 @@ OPERATION_CHECKPOINTS_SCHEMA = _schema(
 # epoch. Derived from offset_syncs and recomputable from it at any time: never audit evidence.
 # offset_syncs' columns, one row per span, run_id "span", batch_id the span's position in write
 # order, written_at = covered_until.
-OFFSET_SYNC_SPANS_SCHEMA = _schema(
+OFFSET_SYNC_SPANS_COLUMNS = _schema(
     ("offset_syncs_version", L, False),  # the version the spans cover
     ("covered_until", T, False),         # the flow's newest written_at at that version
-    *((f.name, f.dataType, f.nullable) for f in OFFSET_SYNCS_SCHEMA.fields),
+    *OFFSET_SYNCS_COLUMNS,
 )
 
-SCHEMAS: dict[str, StructType] = {
-    OFFSET_SYNCS: OFFSET_SYNCS_SCHEMA,
-    CHECKPOINTS: CHECKPOINTS_SCHEMA,
-    GROUP_OFFSETS: GROUP_OFFSETS_SCHEMA,
-    RESUME_POINTS: RESUME_POINTS_SCHEMA,
-    OPERATIONS: OPERATIONS_SCHEMA,
-    REPLICATION_PROGRESS: REPLICATION_PROGRESS_SCHEMA,
-    OPERATION_RUNS: OPERATION_RUNS_SCHEMA,
-    OPERATION_CHECKPOINTS: OPERATION_CHECKPOINTS_SCHEMA,
-    OFFSET_SYNC_SPANS: OFFSET_SYNC_SPANS_SCHEMA,
+COLUMNS: dict[str, tuple[Column, ...]] = {
+    OFFSET_SYNCS: OFFSET_SYNCS_COLUMNS,
+    CHECKPOINTS: CHECKPOINTS_COLUMNS,
+    GROUP_OFFSETS: GROUP_OFFSETS_COLUMNS,
+    RESUME_POINTS: RESUME_POINTS_COLUMNS,
+    OPERATIONS: OPERATIONS_COLUMNS,
+    REPLICATION_PROGRESS: REPLICATION_PROGRESS_COLUMNS,
+    OPERATION_RUNS: OPERATION_RUNS_COLUMNS,
+    OPERATION_CHECKPOINTS: OPERATION_CHECKPOINTS_COLUMNS,
+    OFFSET_SYNC_SPANS: OFFSET_SYNC_SPANS_COLUMNS,
 }
+
+TABLES: tuple[str, ...] = tuple(COLUMNS)
+"""Every ledger table, in creation order."""
+
+
+def column_names(name: str) -> list[str]:
+    """The columns of table ``name``, in order."""
+    return [c.name for c in COLUMNS[name]]
+
+
+@cache
+def spark_schema(name: str) -> StructType:
+    """The Spark schema of table ``name`` (imports pyspark)."""
+    from pyspark.sql import types
+
+    simple = {S: types.StringType(), L: types.LongType(), INT: types.IntegerType(),
+              B: types.BooleanType(), T: types.TimestampType(), D: types.DoubleType()}
+
+    def spark_type(name: str) -> types.DataType:
+        if name.startswith("array<"):
+            return types.ArrayType(spark_type(name[len("array<"):-1]))
+        return simple[name]
+
+    return types.StructType([types.StructField(c.name, spark_type(c.type), c.nullable)
+                             for c in COLUMNS[name]])
+
+
+def __getattr__(attr: str) -> Any:
+    """``SCHEMAS`` (table -> ``StructType``) and ``<TABLE>_SCHEMA``, built on first use."""
+    if attr == "SCHEMAS":
+        return {name: spark_schema(name) for name in TABLES}
+    if attr.endswith("_SCHEMA") and isinstance(globals().get(attr[:-len("_SCHEMA")]), str):
+        name = globals()[attr[:-len("_SCHEMA")]]
+        if name in COLUMNS:
+            return spark_schema(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
 
 DERIVED: frozenset[str] = frozenset({OFFSET_SYNC_SPANS})
 """Tables recomputed from others (caches for reads): no audit reads them, none is evidence."""
@@ -203,4 +246,4 @@ NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     OFFSET_SYNC_SPANS: ("flow", "topic", "partition", "batch_id"),
 }
 
-PARTITION_COLUMNS: dict[str, tuple[str, ...]] = {name: () for name in SCHEMAS}
+PARTITION_COLUMNS: dict[str, tuple[str, ...]] = {name: () for name in TABLES}

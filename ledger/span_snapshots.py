@@ -34,14 +34,16 @@ import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import reduce
+from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-
-from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNC_SPANS_SCHEMA
+from ledger.schemas import OFFSET_SYNC_SPANS, spark_schema
 from ledger.spans import extend
-from ledger.tables import Ledger, LedgerError
 from ledger.translation import Run
+
+if TYPE_CHECKING:  # pyspark is imported where Spark reads: a delta-rs load never needs it
+    from pyspark.sql import Column, DataFrame
+
+    from ledger.tables import Ledger
 
 TAIL_ON_DRIVER = 50_000
 """Up to this many runs after the snapshot, a load coalesces them on the driver (no shuffle)."""
@@ -54,6 +56,8 @@ Key = tuple[str, int]
 
 def _table(ledger: Ledger) -> DataFrame | None:
     """The snapshot table, or ``None`` on a ledger created before it existed."""
+    from ledger.tables import LedgerError
+
     try:
         return ledger.read(OFFSET_SYNC_SPANS)
     except LedgerError:
@@ -64,6 +68,8 @@ def _table(ledger: Ledger) -> DataFrame | None:
 
 def partition_filter(partitions: Iterable[Key]) -> Column:
     """``(topic = t AND partition IN (...)) OR ...`` for ``(topic, partition)`` pairs."""
+    from pyspark.sql import functions as F
+
     by_topic: dict[str, set[int]] = {}
     for topic, partition in partitions:
         by_topic.setdefault(topic, set()).add(partition)
@@ -76,6 +82,8 @@ def partition_filter(partitions: Iterable[Key]) -> Column:
 def restrict(df: DataFrame, topics: set[str] | None,
              partitions: set[Key] | None) -> DataFrame:
     """``df`` (rows with topic and partition) limited to ``topics`` and ``partitions``."""
+    from pyspark.sql import functions as F
+
     if topics is not None:
         df = df.where(F.col("topic").isin(sorted(topics)))
     if partitions is not None:
@@ -90,6 +98,8 @@ def tail_start(covered_until: dt.datetime) -> dt.datetime:
 
 
 def after(covered_until: dt.datetime) -> Column:
+    from pyspark.sql import functions as F
+
     return F.col("written_at") > F.lit(tail_start(covered_until))
 
 
@@ -110,6 +120,8 @@ class SpanSnapshot:
         A ledger created before the table existed has none: loads read raw until ``ledger
         maintain`` (or ``ledger init``) creates it.
         """
+        from pyspark.sql import functions as F
+
         table = _table(ledger)
         if table is None:
             return None
@@ -184,6 +196,8 @@ class SpanSnapshot:
         """What to compute spans on instead of ``runs`` (the flow's restricted offset_syncs rows
         at a version >= ``self.version``): the snapshot's spans, then the runs after it; raw
         runs for partitions whose tail rewinds into the spans."""
+        from pyspark.sql import functions as F
+
         spark = runs.sparkSession
         tail = runs.where(after(self.covered_until))
         lows = tail.groupBy("topic", "partition").agg(F.min("upstream_offset").alias("low"))
@@ -193,7 +207,7 @@ class SpanSnapshot:
         columns = runs.columns
         spans = spark.createDataFrame(
             [row for key, rows in self.rows.items() if key not in rewound for row in rows],
-            OFFSET_SYNC_SPANS_SCHEMA).select(*columns)
+            spark_schema(OFFSET_SYNC_SPANS)).select(*columns)
         if not rewound:
             return spans.unionByName(tail)
         return (spans.unionByName(tail.where(~partition_filter(rewound)))

@@ -22,17 +22,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
-
 from ledger import span_snapshots, translation
 from ledger import spans as span_rules
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS
 from ledger.span_snapshots import SpanSnapshot, partition_filter, restrict, tail_start
-from ledger.tables import Ledger
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pyspark is imported where Spark reads: a delta-rs load never needs it
+    from pyspark.sql import DataFrame
+
     from ledger.engine import LedgerEngine
+    from ledger.tables import Ledger
 
 RAW_ON_DRIVER = 200_000
 """Up to this many raw runs (no snapshot, or a rewound partition) a delta-rs load coalesces on
@@ -79,6 +78,8 @@ class OffsetSyncStore:
         persisted snapshot (:mod:`ledger.span_snapshots`) at or before ``version``, the spans
         are computed from it and the runs written after it, not from the whole epoch.
         """
+        from pyspark.sql import functions as F
+
         version = ledger.version(OFFSET_SYNCS) if version is None else version
         store = cls(flow, version)
         if (topics is not None and not topics) or (partitions is not None and not partitions):
@@ -236,6 +237,9 @@ def _spans(runs: DataFrame) -> DataFrame:
     contiguous on both sides and that count is 1 (A's own end: no rewind ends inside A). Columns:
     topic, partition, replica_topic, u, d, n, ordered by topic, partition and write order.
     """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     part = ("topic", "partition")
     order = Window.partitionBy(*part).orderBy("written_at", "batch_id", "d")
     upto = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)

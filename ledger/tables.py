@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-from pyspark.sql import Column, DataFrame, SparkSession
+from typing import TYPE_CHECKING
 
 from ledger.config import is_catalog_schema
 from ledger.errors import OffsetLedgerError, first_line
-from ledger.schemas import DERIVED, NATURAL_KEYS, SCHEMAS
+from ledger.schemas import DERIVED, NATURAL_KEYS, TABLES, spark_schema
+
+if TYPE_CHECKING:  # importing this module imports no pyspark (a delta-rs verb names Ledger)
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 _INITIALIZED: set[tuple[int, str]] = set()
 
@@ -50,8 +52,8 @@ class Ledger:
 
     def identifier(self, name: str) -> str:
         """How SQL names the table: ``delta.`/path/name``` or ``schema.name``."""
-        if name not in SCHEMAS:
-            raise LedgerError(f"unknown ledger table {name!r} (known: {', '.join(SCHEMAS)})")
+        if name not in TABLES:
+            raise LedgerError(f"unknown ledger table {name!r} (known: {', '.join(TABLES)})")
         if self.path_based:
             return f"delta.`{self.table_path(name)}`"
         return f"{self.location}.{name}"
@@ -66,7 +68,7 @@ class Ledger:
         """
         key = (id(self.spark), self.location)
         if key in _INITIALIZED:
-            return dict.fromkeys(SCHEMAS, False)
+            return dict.fromkeys(TABLES, False)
         created = self._init()
         _INITIALIZED.add(key)
         return created
@@ -75,7 +77,8 @@ class Ledger:
         created = {}
         if not self.path_based:
             self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {self.location}")
-        for name, schema in SCHEMAS.items():
+        for name in TABLES:
+            schema = spark_schema(name)
             if self.exists(name):
                 self._check_schema(name)
                 created[name] = False
@@ -103,7 +106,7 @@ class Ledger:
         return self.spark.catalog.tableExists(self.identifier(name))
 
     def _check_schema(self, name: str) -> None:
-        expected = {f.name: f.dataType for f in SCHEMAS[name].fields}
+        expected = {f.name: f.dataType for f in spark_schema(name).fields}
         actual = {f.name: f.dataType for f in self.read(name).schema.fields}
         missing = [c for c in expected if c not in actual]
         wrong = [c for c in expected if c in actual and actual[c] != expected[c]]
@@ -119,7 +122,7 @@ class Ledger:
         Checked once per session and location unless ``verify`` asks again.
         """
         # A derived table (a cache) is never required: a ledger from before it reads without it.
-        names = names or tuple(n for n in SCHEMAS if n not in DERIVED)
+        names = names or tuple(n for n in TABLES if n not in DERIVED)
         if not verify and (id(self.spark), self.location) in _INITIALIZED:
             return  # created or verified earlier in this session
         missing = [n for n in names if not self.exists(n)]
@@ -132,7 +135,7 @@ class Ledger:
                 self.spark.sql(f"DESCRIBE DETAIL {self.identifier(name)}").collect()
             except Exception as exc:
                 raise damaged(self.location, name, exc) from exc
-        if set(names) | DERIVED >= set(SCHEMAS) and all(self.exists(n) for n in DERIVED):
+        if set(names) | DERIVED >= set(TABLES) and all(self.exists(n) for n in DERIVED):
             _INITIALIZED.add((id(self.spark), self.location))
 
     # --- reads ---------------------------------------------------------------------------
@@ -208,7 +211,7 @@ class Ledger:
         builder.whenNotMatchedInsertAll().execute()
 
     def _conform(self, name: str, df: DataFrame) -> DataFrame:
-        schema = SCHEMAS[name]
+        schema = spark_schema(name)
         missing = [f.name for f in schema.fields if f.name not in df.columns]
         if missing:
             raise LedgerError(f"rows for {name} lack columns {missing}")
@@ -237,7 +240,7 @@ def damage_from(exc: BaseException, location: str) -> LedgerError | None:
         return None
     text = str(exc)
     root = location.rstrip("/")
-    for name in SCHEMAS:
+    for name in TABLES:
         if f"{root}/{name}/" in text or f"{root}/{name}`" in text or \
                 text.rstrip().endswith(f"{root}/{name}") or f"{location}.{name}" in text:
             return damaged(location, name, exc)

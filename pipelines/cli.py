@@ -13,11 +13,14 @@ import dataclasses
 import importlib
 import logging
 import sys
+from collections.abc import Collection, Sequence
 
 from ledger.config import load_config, resolve_location
 from ledger.errors import OffsetLedgerError
 
-# verb -> (module, help). Importing a module starts no JVM: sessions are built in run().
+# verb -> (module, help). Importing a module starts no JVM: sessions are built in run(). A
+# command imports only its own verb's module (main): pyspark, dbt or Great Expectations are
+# imported by the verbs that use them, not by `translate` or `failover` on a delta-rs ledger.
 COMMANDS: dict[str, tuple[str, str]] = {
     "clusters": ("pipelines.clusters", "start, inspect or stop the embedded Kafka clusters"),
     "ledger": ("pipelines.ledger_admin", "create or inspect the ledger's Delta tables"),
@@ -111,7 +114,27 @@ def _check_names(args: argparse.Namespace, config: object) -> None:
             config.cluster(alias)  # type: ignore[attr-defined]
 
 
-def build_parser() -> argparse.ArgumentParser:
+TOP_OPTIONS_WITH_VALUE = ("--config", "--ledger-location")
+
+
+def chosen_verb(argv: Sequence[str]) -> str | None:
+    """The verb ``argv`` names (its first word that is not a top-level option), or ``None``."""
+    words = iter(argv)
+    for word in words:
+        if word in TOP_OPTIONS_WITH_VALUE:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(verbs: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb; only ``verbs`` (default: all) get their module's arguments.
+
+    Every verb is listed with its help either way; a verb whose module is not imported has no
+    arguments of its own (``main`` builds only the chosen verb's, so one command imports one
+    verb module).
+    """
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=argparse.SUPPRESS,
                         help="configuration file (default: ./offset-ledger.yaml or "
@@ -126,11 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "ledger in Delta Lake.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for verb, (module, help_text) in COMMANDS.items():
-        mod = importlib.import_module(module)
         epilog = f"example:\n  {EXAMPLES[verb]}\n\n{EXIT_CODES}" if verb in EXAMPLES else None
         p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text,
                            epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(_module=module, _verb=verb, _parser=p)
+        if verbs is not None and verb not in verbs:
+            continue
+        mod = importlib.import_module(module)
         if hasattr(mod, "add_arguments"):
             try:
                 mod.add_arguments(p, verb)
@@ -140,7 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verb = chosen_verb(argv)
+    parser = build_parser(() if verb is None else (verb,))
     args, extra = parser.parse_known_args(argv)
     verb_parser = getattr(args, "_parser", parser)
     if extra:  # reported with the subcommand's usage, not the top-level one
