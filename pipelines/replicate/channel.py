@@ -9,10 +9,12 @@ them and commits them to Delta every ``--commit-interval``::
     task --runs-----> offset-ledger-runs.<S>-<T>.internal  p0 -->  Delta offset_syncs
     task <--stop----- offset-ledger-runs.<S>-<T>.internal  p1 <--  driver (control)
 
-Partition 0 carries runs and errors (tasks -> driver), partition 1 stop requests (driver ->
-tasks). The driver consumes partition 0 in the consumer group :func:`group_name`; holding
-partition 0 there is the flow's **lease**: one streaming driver per flow, and an active member
-tells ``failover --catch-up`` that a job streams the flow (it then waits for its commits).
+Partition 0 carries runs and errors (tasks -> driver) and the drivers' lease and sync marks,
+partition 1 stop requests (driver -> tasks). The driver consumes partition 0 in the consumer
+group :func:`group_name`; holding partition 0 there is the flow's **lease**: one streaming
+driver per flow, and an active member tells ``failover --catch-up`` that a job streams the flow
+(it then waits for its commits). Each driver writes a lease message when it takes the lease; a
+driver that reads another's after its own was replaced by a newer job (it stops).
 
 Invariants:
     * A task publishes a partition's runs only after every record in them was acknowledged
@@ -130,6 +132,19 @@ def encode_stop(tasks: list[str]) -> bytes:
 
 def encode_sync(mark: str) -> bytes:
     return json.dumps({"kind": "sync", "id": mark}).encode()
+
+
+def encode_lease(driver: str) -> bytes:
+    """A driver took the lease (written once, when it starts): a driver that reads another
+    driver's lease message after its own was replaced by a newer job and stops."""
+    return json.dumps({"kind": "lease", "driver": driver}).encode()
+
+
+def lease_holder(decoded: Any) -> str | None:
+    """The driver named by a lease message (``decode``'s output), else None."""
+    if isinstance(decoded, dict) and decoded.get("kind") == "lease":
+        return str(decoded.get("driver", ""))
+    return None
 
 
 def decode(value: bytes | None) -> list[Delivered] | TaskError | dict[str, Any] | None:

@@ -15,7 +15,9 @@
 Invariants (with ``channel``'s and ``stream_task``'s):
     * Delta is written only by the lease holder, one commit per interval with the flow's txn
       pair (``offset-ledger-replicate-<flow>``, batch number): a second driver of the flow
-      refuses to start, and a driver whose lease is revoked stops.
+      refuses to start, and a driver replaced by a newer one (its lease message follows this
+      driver's in the runs partition) stops. A lease lost otherwise (the static member fenced by
+      its own rejoin, the assignment lost while the target was away) is taken back.
     * Positions never lead the ledger: a task (first start or restart) starts where the
       accepted runs end, and only after the channel was drained (and, exactly-once, the task's
       transactional id fenced), so nothing of its predecessor is still to come that could be
@@ -50,6 +52,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_COMMIT_INTERVAL_S = 5.0
 LEASE_TIMEOUT_S = 30.0
+# How long a driver that lost its lease without another driver seen in the group (the target
+# unreachable, its own static member fenced by its rejoin) keeps trying to take it back.
+LEASE_RETAKE_S = 300.0
+# How long a fenced driver looks for a newer driver's lease message before taking it back.
+LEASE_GRACE_S = 10.0
 STOP_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
 SESSION_TIMEOUT_MS = 10_000
@@ -100,9 +107,11 @@ class StreamingReplicator:
         self._producer: Any = None
         self._early: list[Any] = []
         self._lease = threading.Event()
-        self._lost_lease = False
+        self._fenced = False  # the channel consumer was fenced (it is dead: fatal)
         self._client_id = f"offset-ledger-replicate.{self.r.result.run_id}"
         self._revoked_at = 0.0
+        self._lost_since: float | None = None  # lease lost, not yet taken back
+        self._announced_at = -1  # offset of this driver's lease message in the runs partition
         self.workers: LocalStreams | SparkStreams | None = None
 
     @property
@@ -118,21 +127,7 @@ class StreamingReplicator:
         kafka_admin.check_reachable(target)
         kafka_admin.create_topic(target, self.topic, 2, channel.TOPIC_CONFIGS,
                                  self.r.config.replication_factor)
-        from confluent_kafka import Consumer
-
-        self._consumer = Consumer(target.client_config(**{
-            "group.id": self.group, "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest", "enable.partition.eof": True,
-            # Static membership: a restarted driver takes its place at once (and a second
-            # driver of the flow fences the first, which stops); cooperative rebalancing keeps
-            # partition 0 where it is while other members come and go.
-            "group.instance.id": self.group, "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "client.id": self._client_id,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "error_cb": self._on_error, "log_level": 3}))
-        self._consumer.subscribe([self.topic], on_assign=self._on_assign,
-                                 on_revoke=self._on_revoke)
+        self._consumer = self._channel_consumer()
         deadline = time.monotonic() + LEASE_TIMEOUT_S
         while not self._lease.is_set():
             msg = self._consumer.poll(0.2)
@@ -143,18 +138,38 @@ class StreamingReplicator:
                     f"flow {self.r.flow.name} is streamed by another replicate job: consumer "
                     f"group {self.group} on {self.r.flow.target} holds its runs channel "
                     f"{self.topic}; stop that job first")
+        self._announce()
         if self.exactly_once:
             self._fence(range(self._slots()))
         self.catch_up()
+
+    def _channel_consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        target = self.r.config.cluster(self.r.flow.target)
+        consumer = Consumer(target.client_config(**{
+            "group.id": self.group, "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest", "enable.partition.eof": True,
+            # Static membership: a restarted driver takes its place at once (and a second
+            # driver of the flow fences the first, which stops); cooperative rebalancing keeps
+            # partition 0 where it is while other members come and go. The client.id (this
+            # run's) tells this driver's member from another driver's (``_retake_lease``).
+            "group.instance.id": self.group, "session.timeout.ms": SESSION_TIMEOUT_MS,
+            "client.id": self._client_id,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "error_cb": self._on_error, "log_level": 3}))
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        return consumer
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         if any(p.partition == channel.RUNS_PARTITION for p in partitions):
             self._lease.set()
 
     def _on_error(self, err: Any) -> None:
-        if err.fatal() or err.code() == _fenced_code():
-            log.error("flow %s: runs channel consumer: %s", self.r.flow.name, err.str())
-            self._lost_lease = True
+        if _is_fenced(err):
+            log.warning("flow %s: runs channel consumer: %s", self.r.flow.name, err.str())
+            self._fenced = True
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # A rebalance (a coordinator moving, a broker restarting) may take partition 0 away and
@@ -165,13 +180,102 @@ class StreamingReplicator:
 
     def _check_lease(self) -> None:
         """Whether this driver still holds the runs partition: a newer driver of the flow (same
-        static group member) fences it, and its next offset commit says so."""
-        from confluent_kafka import KafkaException
+        static group member) fences it, and its next offset commit says so (``_fenced``)."""
+        self._commit_channel_offset()
 
+    def _lease_lost(self, now: float) -> bool:
+        return self._fenced or (not self._lease.is_set()
+                                and now - self._revoked_at > LEASE_TIMEOUT_S)
+
+    def _retake_lease(self, now: float) -> None:
+        """The lease looks lost: stop if a newer driver took it, else take it back.
+
+        A newer driver of the flow joins with the same ``group.instance.id``, which fences this
+        one, then writes its lease message to the runs partition: this driver finds it there
+        (after its own) and stops (:class:`LeaseError`). The group cannot tell (a replaced
+        static member keeps its predecessor's client.id). But librdkafka's static member can
+        also be fenced by its own rejoin (after a restart of the target broker), or lose its
+        assignment while the target is away: with no newer lease message within
+        :data:`LEASE_GRACE_S`, the channel consumer is rebuilt (a fenced consumer is dead) and
+        the lease taken back, without a new lease message, so that a newer driver fenced by
+        the rebuilt member in turn finds no newer one and wins. Reports read before stay
+        handled (``consumed_to``).
+        """
+        if self._lost_since is None:
+            self._lost_since = now
+        newer = self._newer_lease(LEASE_GRACE_S)
+        if newer is not None:
+            self._usurped(newer)
+        if now - self._lost_since > LEASE_RETAKE_S:
+            raise LeaseError(f"flow {self.r.flow.name}: the runs channel lease (group "
+                             f"{self.group} on {self.r.flow.target}) could not be taken back "
+                             f"within {LEASE_RETAKE_S:.0f}s: stopping")
+        log.warning("flow %s: the runs channel consumer lost the lease (%s) and no other job "
+                    "took it: taking it back", self.r.flow.name,
+                    "fenced by its own rejoin" if self._fenced else "assignment lost")
+        self._rebuild_consumer()
+
+    def _usurped(self, driver: str) -> None:
+        raise LeaseError(f"flow {self.r.flow.name}: the runs channel lease was taken by another "
+                         f"replicate job ({driver}, group {self.group} on "
+                         f"{self.r.flow.target}): stopping")
+
+    def _announce(self) -> None:
+        """Write this driver's lease message (once, when it took the lease)."""
+        done: list[tuple[Any, int]] = []
+        producer = self._control_producer()
+        producer.produce(self.topic, channel.encode_lease(self._client_id),
+                         partition=channel.RUNS_PARTITION,
+                         on_delivery=lambda err, msg: done.append(
+                             (err, msg.offset() if err is None else -1)))
+        producer.flush(30)
+        if not done or done[0][0] is not None:
+            raise OffsetLedgerError(f"flow {self.r.flow.name}: cannot write to the runs "
+                                    f"channel {self.topic} on {self.r.flow.target}"
+                                    f"{f': {done[0][0].str()}' if done else ''}")
+        self._announced_at = done[0][1]
+
+    def _newer_lease(self, wait_s: float) -> str | None:
+        """Another driver's lease message after this driver's own and after what it read, as
+        it appears within ``wait_s`` (a newer driver writes it just after fencing this one)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        target = self.r.config.cluster(self.r.flow.target)
+        probe = Consumer(target.client_config(**{
+            "group.id": f"{self.group}.probe", "enable.auto.commit": False,
+            "isolation.level": "read_committed", "log_level": 3}))
         try:
-            self._commit_channel_offset(raise_fenced=True)
-        except KafkaException:
-            self._lost_lease = True
+            probe.assign([TopicPartition(self.topic, channel.RUNS_PARTITION,
+                                         max(self.consumed_to, self._announced_at + 1))])
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                msg = probe.poll(0.2)
+                if msg is None or msg.error() is not None:
+                    continue
+                holder = self._foreign_lease(msg, channel.decode(msg.value()))
+                if holder is not None:
+                    return holder
+        finally:
+            probe.close()
+        return None
+
+    def _foreign_lease(self, msg: Any, decoded: Any) -> str | None:
+        holder = channel.lease_holder(decoded)
+        if holder is not None and holder != self._client_id \
+                and msg.offset() > self._announced_at:
+            return holder
+        return None
+
+    def _rebuild_consumer(self) -> None:
+        old, self._consumer = self._consumer, None
+        self._lease.clear()
+        try:
+            old.close()
+        except Exception as exc:  # a fenced consumer may refuse: it is gone either way
+            log.debug("flow %s: closing the fenced consumer: %s", self.r.flow.name, exc)
+        self._fenced = False
+        self._consumer = self._channel_consumer()
+        self._revoked_at = time.monotonic()
 
     def _slots(self) -> int:
         return self._workers().slots
@@ -252,13 +356,18 @@ class StreamingReplicator:
         out: list[Any] = []
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         while time.monotonic() < deadline:
+            if self._fenced:  # a dead consumer reads nothing: take the lease back (or stop)
+                self._retake_lease(time.monotonic())
             msg = self._early.pop(0) if self._early else self._consumer.poll(0.2)
             if msg is None or msg.error() is not None:
                 continue
-            if msg.partition() != channel.RUNS_PARTITION:
+            if msg.partition() != channel.RUNS_PARTITION or msg.offset() < self.consumed_to:
                 continue
             self.consumed_to = msg.offset() + 1
             decoded = channel.decode(msg.value())
+            holder = self._foreign_lease(msg, decoded)
+            if holder is not None:
+                self._usurped(holder)
             if isinstance(decoded, dict) and decoded.get("kind") == "sync":
                 if decoded.get("id") == mark:
                     return out
@@ -289,11 +398,10 @@ class StreamingReplicator:
         while not stop.is_set():
             self._poll(0.1)
             now = time.monotonic()
-            if not self._lease.is_set() and now - self._revoked_at > LEASE_TIMEOUT_S:
-                self._lost_lease = True
-            if self._lost_lease:
-                raise LeaseError(f"flow {self.r.flow.name}: the runs channel lease was lost "
-                                 f"(another job took group {self.group}): stopping")
+            if self._lease.is_set() and not self._fenced:
+                self._lost_since = None
+            elif self._lease_lost(now):
+                self._retake_lease(now)
             if now >= next_commit:
                 self.commit()
                 next_commit = now + self.commit_interval_s
@@ -315,9 +423,18 @@ class StreamingReplicator:
     def _poll(self, timeout: float) -> None:
         msg = self._consumer.poll(timeout)
         while msg is not None:
-            if msg.error() is None and msg.partition() == channel.RUNS_PARTITION:
+            if msg.error() is not None and _is_fenced(msg.error()):
+                self._fenced = True
+                return
+            # A rebuilt consumer starts from the committed hint: what it read before is handled.
+            if (msg.error() is None and msg.partition() == channel.RUNS_PARTITION
+                    and msg.offset() >= self.consumed_to):
                 self.consumed_to = msg.offset() + 1
-                self._handle(channel.decode(msg.value()))
+                decoded = channel.decode(msg.value())
+                holder = self._foreign_lease(msg, decoded)
+                if holder is not None:
+                    self._usurped(holder)
+                self._handle(decoded)
             msg = self._consumer.poll(0)
 
     def _handle(self, decoded: Any) -> None:
@@ -379,7 +496,7 @@ class StreamingReplicator:
             except Exception as exc:  # an observer never stops replication
                 log.warning("flow %s: commit observer failed: %s", self.r.flow.name, exc)
 
-    def _commit_channel_offset(self, raise_fenced: bool = False) -> None:
+    def _commit_channel_offset(self) -> None:
         """Commit where Delta is recorded up to in the channel (a hint for the catch-up)."""
         from confluent_kafka import KafkaException, TopicPartition
 
@@ -392,8 +509,8 @@ class StreamingReplicator:
                 self.topic, channel.RUNS_PARTITION, self.recorded_to)], asynchronous=False)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
-            if raise_fenced and err is not None and err.code() == _fenced_code():
-                raise
+            if err is not None and _is_fenced(err):
+                self._fenced = True  # the consumer is dead: ``run`` retakes the lease or stops
             # Only a hint: Delta is right, a restart reads more of the channel.
             log.warning("flow %s: runs channel offset not committed: %s", self.r.flow.name,
                         err.str() if err is not None else exc)
@@ -475,10 +592,19 @@ class StreamingReplicator:
                  len(partitions))
 
     def _control_end(self) -> int:
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-        _, high = self._consumer.get_watermark_offsets(
-            TopicPartition(self.topic, channel.CONTROL_PARTITION), timeout=10, cached=False)
+        tp = TopicPartition(self.topic, channel.CONTROL_PARTITION)
+        try:
+            _, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        except KafkaException:  # the channel consumer was just fenced: ask with another
+            target = self.r.config.cluster(self.r.flow.target)
+            probe = Consumer(target.client_config(**{"group.id": f"{self.group}.probe",
+                                                     "log_level": 3}))
+            try:
+                _, high = probe.get_watermark_offsets(tp, timeout=10, cached=False)
+            finally:
+                probe.close()
         return max(0, high)
 
     def _stop_tasks(self, tasks: list[str]) -> None:
@@ -582,10 +708,12 @@ def _streamed(config: Config, flow_name: str) -> bool:
     return info.members > 0
 
 
-def _fenced_code() -> int:
+def _is_fenced(err: Any) -> bool:
+    """A fenced static member or any fatal error: the channel consumer cannot go on."""
     from confluent_kafka import KafkaError
 
-    return KafkaError.FENCED_INSTANCE_ID
+    return bool(err.fatal()) or err.code() in (KafkaError.FENCED_INSTANCE_ID,
+                                                KafkaError._FATAL)
 
 
 def _slot_of(task: str) -> int | None:

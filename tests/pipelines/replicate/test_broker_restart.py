@@ -1,5 +1,8 @@
 """A streaming job survives a restart of the target broker and of the source broker: librdkafka
-reconnects and retries, nothing is lost and every recorded run stays exact.
+reconnects and retries, nothing is lost and every recorded run stays exact. After the target's
+restart librdkafka's static member of the runs channel's group can be fenced by its own rejoin:
+the driver then sees no other job in the group and takes its lease back (a real second driver
+still wins: ``test_streaming``'s lease test).
 
 The brokers are this test's own pair: restarting the session's shared clusters would disturb
 the other tests.
@@ -39,13 +42,6 @@ def own_config(tmp_path):
         clusters.down()
 
 
-# Known bug (issue 24, open): after the target broker restarts, librdkafka's static member of
-# the runs-channel group can be fenced by its own rejoin (FATAL "Static consumer fenced by other
-# consumer with same group.instance.id"); the driver then stops with LeaseError instead of
-# retaking its lease. Seen once in a full-suite run; passes when the rejoin keeps its member id.
-@pytest.mark.xfail(reason="a target broker restart can fence the driver's own static member "
-                          "(issue 24: retake the lease when no other driver holds it)",
-                   strict=False)
 def test_streaming_survives_a_restart_of_the_target_and_of_the_source_broker(own_config):
     config, clusters = own_config
     topic = "restart-t"

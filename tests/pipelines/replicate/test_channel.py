@@ -48,6 +48,10 @@ def test_messages_round_trip_and_reports_fold_into_maximal_runs():
     assert channel.decode(channel.encode_error(error)) == error
     assert channel.decode(b"not json") is None
     assert channel.topic_name("P", "B") == "offset-ledger-runs.P-B.internal"
+    lease = channel.decode(channel.encode_lease("offset-ledger-replicate.run-2"))
+    assert channel.lease_holder(lease) == "offset-ledger-replicate.run-2"
+    assert channel.lease_holder(channel.decode(channel.encode_sync("m"))) is None
+    assert channel.lease_holder(decoded) is None
 
 
 def test_positions_pass_markers_and_never_go_back():
