@@ -91,12 +91,51 @@ def _value(value: Any) -> Any:
     return value
 
 
-def _arrow(table: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
-    import pyarrow as pa
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
 
-    schema = pa.schema(table.schema())
-    return pa.Table.from_pylist([{f.name: _value(row.get(f.name)) for f in schema}
-                                 for row in rows], schema=schema)
+
+def _column(kind: Any, values: list[Any]) -> Any:
+    """One column as an arro3 array of the table's type ``kind`` (arro3 converts Python values
+    without pyarrow's import of numpy and pandas, a large part of a verb's second)."""
+    from arro3.core import Array, DataType, list_array
+
+    if DataType.is_timestamp(kind):
+        if kind.tz != "UTC" or kind.time_unit not in ("us", "ns"):
+            raise ValueError(f"no direct conversion for {kind}")
+        scale = 1000 if kind.time_unit == "ns" else 1
+        ticks = [None if v is None else (v - _EPOCH) // _MICROSECOND * scale for v in values]
+        return Array(ticks, type=DataType.int64()).cast(kind)
+    if DataType.is_list(kind):
+        offsets, items = [0], []
+        for v in values:
+            if v is None:
+                raise ValueError("a NULL list")  # pyarrow's conversion handles it
+            items.extend(v)
+            offsets.append(len(items))
+        return list_array(Array(offsets, type=DataType.int32()),
+                          _column(kind.value_type, items), type=kind)
+    if DataType.is_nested(kind):
+        raise ValueError(f"no direct conversion for {kind}")
+    return Array(values, type=kind)
+
+
+def _arrow(table: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
+    """``rows`` as an Arrow table of ``table``'s own schema (arro3; pyarrow where arro3
+    cannot convert a column)."""
+    try:
+        from arro3.core import Schema, Table
+
+        schema = Schema.from_arrow(table.schema())
+        return Table.from_arrays(
+            [_column(f.type, [_value(row.get(f.name)) for row in rows]) for f in schema],
+            schema=schema)
+    except Exception:  # arro3 missing or a type it lacks: pyarrow's conversion (same rows)
+        import pyarrow as pa
+
+        schema = pa.schema(table.schema())
+        return pa.Table.from_pylist([{f.name: _value(row.get(f.name)) for f in schema}
+                                     for row in rows], schema=schema)
 
 
 def _checkpoint_at_interval(table: Any) -> None:
