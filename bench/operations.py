@@ -1,6 +1,7 @@
 """What the person on call waits for: each operator verb, timed as they run it.
 
-``python -m bench.operations [--sizes 0,10000000] [--repeats 5] [--keep DIR]``
+``python -m bench.operations [--sizes 0,10000000] [--repeats 5] [--keep DIR]
+[--prebuilt /work/ledger-scale/runs-9999996/ledger]``
 
 Two embedded clusters (the project's own, started here), a flow each way, and per ledger size:
 
@@ -9,11 +10,15 @@ Two embedded clusters (the project's own, started here), a flow each way, and pe
 * ``N`` (e.g. ``10000000``): the same, written into the synthetic N-run ledger of
   :mod:`bench.ledger_scale` (``offset_syncs`` of N runs, 50 groups checkpointed every minute
   over the whole period, a span snapshot and its one-hour tail, past operations), built first
-  with Spark.
+  with Spark, or, with ``--prebuilt PATH``, copied from a ledger ``bench.ledger_scale`` built
+  (``PATH`` is its ``runs-N/ledger`` folder, ``built.json`` beside it says it is complete;
+  the copy is ``cp -r --reflink=auto``: the prebuilt ledger itself is never written).
 
 Each verb runs as the operator runs it: ``offset-ledger ...`` in a new process (Python start,
 the CLI, the verb; a JVM only if the verb needs one), wall seconds, the median of
-``--repeats`` runs::
+``--repeats`` runs. The project's modules are compiled once first (into the work folder's
+``pycache``, ``PYTHONPYCACHEPREFIX``), as a pip install compiles them: a shell with
+``PYTHONDONTWRITEBYTECODE`` set would otherwise compile them again in every process::
 
     translate --group ops-g --from P --to B --format json
     status --flow P->B --group ops-g --format json
@@ -75,9 +80,28 @@ def write_config(workdir: Path, location: Path, bootstraps: dict[str, str], size
     return path
 
 
+PYCACHE: Path | None = None
+"""Where the project's compiled modules are kept (set by :func:`compile_modules`)."""
+
+
+def compile_modules(workdir: Path) -> None:
+    """Compile the project's modules once, as an install does (see the module docstring)."""
+    global PYCACHE
+    PYCACHE = workdir / "pycache"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "ledger", "pipelines"],
+                   cwd=ROOT, check=True, env={**_env_without_bytecode_flag(),
+                                              "PYTHONPYCACHEPREFIX": str(PYCACHE)})
+
+
+def _env_without_bytecode_flag() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def cli(config: Path, *argv: str, check: bool = True) -> tuple[float, str]:
     """``offset-ledger ARGV`` in a new process: (wall seconds, stdout)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**_env_without_bytecode_flag(), "PYTHONPATH": str(ROOT)}
+    if PYCACHE is not None:
+        env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pipelines.cli", *argv, "--config",
                            str(config)], capture_output=True, text=True, env=env, cwd=ROOT)
@@ -88,8 +112,31 @@ def cli(config: Path, *argv: str, check: bool = True) -> tuple[float, str]:
     return seconds, done.stdout
 
 
-def prepare(spark, config_path: Path, size: int) -> None:
-    """The ledger (synthetic history when ``size``), the topic, its replication, the group."""
+def prebuilt_ledger(path: Path, size: int) -> Path:
+    """``path``, a ledger ``bench.ledger_scale`` finished building for ``size`` runs."""
+    from bench.ledger_scale import Shape
+
+    marker = path.parent / "built.json"
+    if not marker.exists():
+        raise SystemExit(f"--prebuilt {path}: no {marker} (the build is not finished)")
+    built = json.loads(marker.read_text())
+    runs = built.get("counts", {}).get("offset_syncs")
+    if runs != Shape(size).runs:
+        print(f"warning: --prebuilt {path} holds {runs} runs, not the {Shape(size).runs:,} of "
+              f"size {size:,}: its results are labelled {size:,}", flush=True)
+    return path
+
+
+def copy_ledger(source: Path, location: Path) -> None:
+    """A copy of ``source`` at ``location`` (a reflink where the filesystem has them): the
+    bench writes into its copy only."""
+    location.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-r", "--reflink=auto", str(source), str(location)], check=True)
+
+
+def prepare(spark, config_path: Path, size: int, prebuilt: Path | None = None) -> None:
+    """The ledger (synthetic history when ``size``: built, or copied from ``prebuilt``), the
+    topic, its replication, the group."""
     from ledger.config import load_config
     from ledger.tables import Ledger
     from pipelines import kafka_admin
@@ -99,7 +146,12 @@ def prepare(spark, config_path: Path, size: int) -> None:
     config = load_config(str(config_path))
     topic, group = names(size)
     location = Path(config.ledger_location)
-    if size:
+    if size and prebuilt is not None:
+        started = time.perf_counter()
+        copy_ledger(prebuilt, location)
+        print(f"  copied the prebuilt {size:,}-run ledger {prebuilt} in "
+              f"{time.perf_counter() - started:.0f}s", flush=True)
+    elif size:
         from bench.ledger_scale import Shape, build_ledger
 
         started = time.perf_counter()
@@ -171,6 +223,13 @@ def run(args: argparse.Namespace) -> dict:
 
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="bench-operations-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    prebuilt = None
+    if args.prebuilt:
+        scaled = [s for s in args.sizes if s]
+        if len(scaled) != 1:
+            raise SystemExit("--prebuilt needs one non-zero size in --sizes (e.g. 0,10000000)")
+        prebuilt = prebuilt_ledger(Path(args.prebuilt).resolve(), scaled[0])
+    compile_modules(workdir)
     base = config_from_mapping({
         "clusters": {a: {"bootstrap.servers": f"127.0.0.1:{free_port()}"} for a in ("P", "B")},
         "flows": {"P->B": True}, "embedded": {"data.dir": str(workdir / "clusters")}})
@@ -184,7 +243,7 @@ def run(args: argparse.Namespace) -> dict:
             config_path = write_config(workdir, location, bootstraps, size)
             label = "young" if not size else f"{size:,} runs"
             print(f"{label}: preparing {location} ...", flush=True)
-            prepare(spark, config_path, size)
+            prepare(spark, config_path, size, prebuilt)
             medians = measure(config_path, size, args.repeats)
             result["sizes"][str(size)] = medians
             for name, value in medians.items():
@@ -221,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="ledger sizes in runs, 0 = young (default 0,10000000)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--keep", help="work in this folder and keep it")
+    parser.add_argument("--prebuilt", metavar="PATH",
+                        help="copy this ledger (a finished bench.ledger_scale build, e.g. "
+                             "/work/ledger-scale/runs-9999996/ledger) for the non-zero size of "
+                             "--sizes instead of building it")
     args = parser.parse_args(argv)
     result = run(args)
     print()

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +29,33 @@ pytestmark = pytest.mark.e2e
 
 def no_jvm(*args, **kwargs):
     raise AssertionError("a verb on a path ledger started Spark")
+
+
+ROOT = Path(__file__).resolve().parents[3]
+HEAVY = ("pyspark", "py4j", "delta", "dbt", "great_expectations", "matplotlib", "kafka",
+         "pandas", "pyarrow", "numpy")
+"""Packages an operator verb on a path ledger must not import (Spark, dbt, GX, charts,
+kafka-python, and pyarrow's numpy/pandas: each costs a large part of the verb's second)."""
+
+IMPORTS = """
+import json, sys
+from pipelines import cli
+code = cli.main(sys.argv[1:])
+heavy = sorted(m for m in HEAVY if m in sys.modules)
+print("imported: " + json.dumps({"exit": code, "heavy": heavy}), file=sys.stderr)
+"""
+
+
+def imported(config_path: str, *argv: str) -> dict:
+    """``offset-ledger ARGV`` as an operator runs it (a new process): its exit code and which
+    of :data:`HEAVY` it imported."""
+    code = IMPORTS.replace("HEAVY", repr(HEAVY))
+    done = subprocess.run([sys.executable, "-c", code, *argv, "--config", config_path],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("imported: ")]
+    assert lines, done.stderr[-3000:]
+    return json.loads(lines[-1][len("imported: "):])
 
 
 def test_status_and_failover_agree_after_a_rewind(spark, make_config, unique, monkeypatch,
@@ -65,6 +96,12 @@ def test_status_and_failover_agree_after_a_rewind(spark, make_config, unique, mo
                      "--timeout", "1", "--format", "json", "--config", config.path]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(t["partition"], t["offset"]) for t in out["translations"]] == [(0, 80)]
+
+    # As the operator runs them (a new process each): no Spark, dbt, GX, pyarrow or pandas.
+    for argv in (["translate", "--group", group, "--from", "P", "--to", "B"],
+                 ["status", "--flow", "P->B", "--group", group],
+                 ["failover", "--group", group, "--from", "P", "--to", "B", "--dry-run"]):
+        assert imported(config.path, *argv) == {"exit": 0, "heavy": []}, argv
 
 
 @pytest.mark.parametrize("verb", ["translate", "failover", "failback"])
