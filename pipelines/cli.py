@@ -184,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
                 config, ledger_location=resolve_location(args.ledger_location))
         _check_names(args, config)
         module = importlib.import_module(args._module)
-        return int(module.run(args, config) or 0)
+        from pipelines import kafka_admin
+
+        with kafka_admin.clients():  # one admin client per cluster for the command, closed
+            return int(module.run(args, config) or 0)
     except OffsetLedgerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,10 +1,16 @@
-"""Kafka admin work through confluent-kafka: topics, end offsets, consumer groups.
+"""Kafka admin work through confluent-kafka: the command's admin clients, topics, groups.
 
 Invariants:
     * Clients are built from a cluster's native librdkafka properties, never renamed; errors
       name the cluster alias, never its properties (which may hold secrets).
     * Group offsets are "next offset to consume". ``alter_group_offsets`` refuses a group with
       active members (Kafka itself refuses too; we check first for a clear message).
+    * One admin client per cluster per command: inside :func:`clients` (each job's ``main``
+      opens it) :func:`admin` hands out the command's client for the cluster, built once and
+      dropped when the command ends, as MirrorMaker 2 builds its admin clients once per task
+      and closes them at stop. Outside it (a thread the command started, a test) each call
+      builds its own client, dropped with the call.
+    * Offsets (earliest, latest, committed, by time) are read by ``pipelines.kafka_offsets``.
     * Every failure is a :class:`KafkaAdminError` classified by ``pipelines.kafka_errors``
       (authentication, TLS, a missing ACL naming the operation and resource, unreachable,
       unknown topic): each client carries an ``ErrorWatch`` whose cause explains a vague
@@ -14,9 +20,12 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,12 +71,76 @@ class GroupInfo:
     members: int
 
 
-def admin(cluster: ClusterConfig) -> AdminClient:
-    """An admin client whose ``watch`` (``kafka_errors.ErrorWatch``) explains its failures."""
+def _new_admin(cluster: ClusterConfig) -> AdminClient:
     config, watch = kafka_errors.watched(cluster.client_config(**{"log_level": 0}))
     client = AdminClient(config)
     client.watch = watch
     return client
+
+
+class AdminClients:
+    """The admin clients of one command: one per cluster (alias and properties), built at
+    first use and dropped by :meth:`close` (confluent-kafka destroys a client, closing its
+    connections, when the last reference goes). Thread-safe: a librdkafka client may be shared.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[tuple, AdminClient] = {}
+        self.closed = False
+
+    @staticmethod
+    def _key(cluster: ClusterConfig) -> tuple:
+        return cluster.alias, tuple(sorted((k, repr(v)) for k, v in cluster.properties.items()))
+
+    def get(self, cluster: ClusterConfig) -> AdminClient:
+        key = self._key(cluster)
+        with self._lock:
+            if self.closed:
+                raise RuntimeError("the command's admin clients are closed")
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = _new_admin(cluster)
+            return client
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients, self.closed = list(self._clients.values()), {}, True
+        for client in clients:
+            kafka_errors.serve(client, 0)  # deliver pending callbacks before it goes
+
+
+_COMMAND_CLIENTS: ContextVar[AdminClients | None] = ContextVar("offset_ledger_admin_clients",
+                                                               default=None)
+
+
+@contextlib.contextmanager
+def clients() -> Iterator[AdminClients]:
+    """The command's admin clients, closed when the outermost ``with`` ends (a command that
+    calls another reuses its clients)."""
+    current = _COMMAND_CLIENTS.get()
+    if current is not None and not current.closed:
+        yield current
+        return
+    cache = AdminClients()
+    token = _COMMAND_CLIENTS.set(cache)
+    try:
+        yield cache
+    finally:
+        _COMMAND_CLIENTS.reset(token)
+        cache.close()
+
+
+def admin(cluster: ClusterConfig) -> AdminClient:
+    """The command's admin client for ``cluster`` (a new one outside :func:`clients`); its
+    ``watch`` (``kafka_errors.ErrorWatch``) explains its failures."""
+    cache = _COMMAND_CLIENTS.get()
+    if cache is None or cache.closed:
+        return _new_admin(cluster)
+    return cache.get(cluster)
 
 
 def failure(cluster: ClusterConfig, exc: BaseException, client: Any = None,
@@ -172,29 +245,8 @@ def alter_topic_configs(cluster: ClusterConfig, topic: str, configs: Mapping[str
           f"topic {topic}")
 
 
-def _offset_consumer(cluster: ClusterConfig) -> Consumer:
-    return Consumer(cluster.client_config(**{
-        "group.id": f"offset-ledger-probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-        "log_level": 0}))
-
-
-def watermarks(cluster: ClusterConfig, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
-    """``{partition: (low, high)}``: the first and next offsets of each partition."""
-    consumer = _offset_consumer(cluster)
-    try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S,
-                                                  cached=False)
-                for p in range(partitions)}
-    except KafkaException as exc:
-        raise failure(cluster, exc, None, "DESCRIBE", f"topic {topic}") from None
-    finally:
-        consumer.close()
-
-
-def _group_missing(exc: KafkaException) -> bool:
+def group_missing(exc: KafkaException) -> bool:
     """A group that never existed (or expired) is not an error: it has no members, no offsets."""
-    from confluent_kafka import KafkaError
-
     err = exc.args[0] if exc.args else None
     return isinstance(err, KafkaError) and err.code() in (KafkaError.GROUP_ID_NOT_FOUND,)
 
@@ -215,7 +267,7 @@ def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
     try:
         desc = futures[group].result(timeout=RESULT_TIMEOUT_S)
     except KafkaException as exc:
-        if _group_missing(exc):
+        if group_missing(exc):
             return GroupInfo(group, "DEAD", 0)
         error = failure(cluster, exc, client, "DESCRIBE", f"group {group}")
         if error.kind != kafka_errors.OTHER:
@@ -232,21 +284,6 @@ def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
                               f"{state}) failed: {error}") from None
     return GroupInfo(group, str(desc.state.name if desc.state else "UNKNOWN"),
                      len(desc.members or []))
-
-
-def group_offsets(cluster: ClusterConfig, group: str) -> dict[tuple[str, int], int]:
-    """The group's committed offsets ``{(topic, partition): offset}`` (uncommitted omitted)."""
-    client = admin(cluster)
-    futures = client.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)
-    try:
-        result = futures[group].result(timeout=RESULT_TIMEOUT_S)
-    except KafkaException as exc:
-        if _group_missing(exc):
-            return {}
-        raise failure(cluster, exc, client, "DESCRIBE", f"group {group}") from None
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []
-            if tp.offset is not None and tp.offset >= 0 and tp.error is None}
 
 
 def ensure_inactive(cluster: ClusterConfig, group: str) -> GroupInfo:
@@ -314,25 +351,6 @@ def delete_topic_configs(cluster: ClusterConfig, topic: str, keys: Iterable[str]
     futures = client.incremental_alter_configs([resource])
     _wait(cluster, f"resetting configs of {topic}", futures[resource], client, "ALTER_CONFIGS",
           f"topic {topic}")
-
-
-def end_offsets(cluster: ClusterConfig,
-                partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """``{(topic, partition): end offset}`` in one request (the high watermark)."""
-    from confluent_kafka.admin import OffsetSpec
-
-    wanted = sorted(set(partitions))
-    if not wanted:
-        return {}
-    client = admin(cluster)
-    futures = client.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in wanted},
-                                  request_timeout=TIMEOUT_S)
-    out = {}
-    for tp, future in futures.items():
-        info = _wait(cluster, f"reading end offsets of {tp.topic}", future, client, "DESCRIBE",
-                     f"topic {tp.topic}")
-        out[(tp.topic, tp.partition)] = int(info.offset)
-    return out
 
 
 def committed_records_between(cluster: ClusterConfig,

@@ -12,7 +12,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ledger.config import ClusterConfig
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_offsets
 
 RETRIABLE = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT)
@@ -55,7 +55,7 @@ def consume(cluster: ClusterConfig, group: str, topics: list[str], limit: int | 
         return []
     ends, lows = {}, {}
     for topic in {tp.topic for tp in parts}:
-        for p, (low, high) in kafka_admin.watermarks(cluster, topic, existing[topic]).items():
+        for p, (low, high) in kafka_offsets.watermarks(cluster, topic, existing[topic]).items():
             ends[(topic, p)], lows[(topic, p)] = high, low
     consumer = Consumer(cluster.client_config(**{
         "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest",

@@ -37,7 +37,7 @@ from ledger.records import CheckpointRecord, ResumePoint
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_offsets
 from pipelines.checkpoint import history
 from pipelines.checkpoint.compute import (
     GroupCommit,
@@ -119,7 +119,8 @@ class Checkpointer:
         commits, states = [], {}
         for group in groups:
             states[group] = kafka_admin.describe_group(cluster, group).state
-            for (topic, partition), offset in kafka_admin.group_offsets(cluster, group).items():
+            committed = kafka_offsets.list_offsets(cluster, "committed", group=group)
+            for (topic, partition), offset in committed.items():
                 commits.append(GroupCommit(cluster_alias, group, topic, partition, offset))
         return commits, states
 

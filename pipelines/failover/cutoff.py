@@ -20,7 +20,7 @@ import time
 
 from ledger.config import ClusterConfig
 from ledger.errors import OffsetLedgerError
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_offsets
 
 
 class ProducersActiveError(OffsetLedgerError):
@@ -39,9 +39,9 @@ def partitions_of(cluster: ClusterConfig, topics: set[str]) -> list[tuple[str, i
 def check_producers_stopped(cluster: ClusterConfig, partitions: list[tuple[str, int]],
                             quiet_s: float) -> dict[tuple[str, int], int]:
     """End offsets that did not move for ``quiet_s`` seconds; raise if any moved."""
-    before = kafka_admin.end_offsets(cluster, partitions)
+    before = kafka_offsets.list_offsets(cluster, "latest", partitions)
     time.sleep(quiet_s)  # the observation window itself: end offsets must stay still over it
-    after = kafka_admin.end_offsets(cluster, partitions)
+    after = kafka_offsets.list_offsets(cluster, "latest", partitions)
     moved = {tp: after[tp] - before[tp] for tp in after if after[tp] != before.get(tp)}
     if moved:
         topics = sorted({t for t, _ in moved})
@@ -55,11 +55,8 @@ def check_producers_stopped(cluster: ClusterConfig, partitions: list[tuple[str, 
 def group_lag(cluster: ClusterConfig, group: str,
               ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, int]]:
     """``{(topic, p): (committed, end)}`` for partitions where ``group`` has unread records."""
-    committed = kafka_admin.group_offsets(cluster, group)
-    lows = {}
-    for topic in {t for t, _ in ends}:
-        marks = kafka_admin.watermarks(cluster, topic, 1 + max(p for t, p in ends if t == topic))
-        lows.update({(topic, p): low for p, (low, _) in marks.items()})
+    committed = kafka_offsets.list_offsets(cluster, "committed", group=group)
+    lows = kafka_offsets.list_offsets(cluster, "earliest", ends)
     spans = {tp: (committed.get(tp, lows.get(tp, 0)), end) for tp, end in ends.items()}
     found = kafka_admin.committed_records_between(cluster, spans)
     return {tp: spans[tp] for tp, has in found.items() if has is not False}

@@ -47,7 +47,7 @@ from ledger.errors import OffsetLedgerError
 from ledger.records import Operation
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
-from pipelines import kafka_admin, preflight
+from pipelines import kafka_admin, kafka_offsets, preflight
 from pipelines.checkpoint.compute import OffsetWrite
 from pipelines.checkpoint.engine import (
     Checkpointer,
@@ -390,7 +390,7 @@ class Mover:
         target = plan.flow.target
         cluster = self.config.cluster(target)
         translated = [cp for cp in result.checkpoints if cp.translated]
-        ends = kafka_admin.end_offsets(cluster, {(cp.target_topic, cp.partition)
+        ends = kafka_offsets.list_offsets(cluster, "latest", {(cp.target_topic, cp.partition)
                                                  for cp in translated})
         existing = {(c.group_id, c.topic, c.partition): c.offset for c in plan.target_commits}
         for group in sorted({cp.group_id for cp in translated}):
@@ -424,13 +424,12 @@ class Mover:
         """
         cluster = self.config.cluster(target)
         topics = kafka_admin.list_topics(cluster)
-        lows: dict[tuple[str, int], int] = {}
-        for topic in sorted({t for names in subscribe.values() for t in names} & set(topics)):
-            lows.update({(topic, p): low for p, (low, _) in
-                         kafka_admin.watermarks(cluster, topic, topics[topic]).items()})
+        lows = kafka_offsets.list_offsets(cluster, "earliest", [
+            (topic, p) for topic in {t for names in subscribe.values() for t in names}
+            if topic in topics for p in range(topics[topic])])
         writes = []
         for group in groups:
-            existing = kafka_admin.group_offsets(cluster, group)
+            existing = kafka_offsets.list_offsets(cluster, "committed", group=group)
             for (topic, partition), low in sorted(lows.items()):
                 if (topic in subscribe[group] and (topic, partition) not in existing
                         and (group, topic, partition) not in written):

@@ -40,7 +40,7 @@ from ledger.engine import LedgerEngine, literals
 from ledger.records import ProgressRecord
 from ledger.schemas import REPLICATION_PROGRESS
 from ledger.tables import Ledger
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_offsets
 from pipelines.checkpoint.compute import GroupCommit
 from pipelines.checkpoint.mapping import FORWARD, TopicMapping
 
@@ -208,7 +208,7 @@ def replication_lag(config: Config, ledger: LedgerEngine | Ledger, needs: list[N
     recorded = recorded_ends(ledger, {n.key for n in forward})
     lag = 0
     for alias, group in by_source.items():
-        ends = kafka_admin.end_offsets(config.cluster(alias), [(n.topic, n.partition)
+        ends = kafka_offsets.list_offsets(config.cluster(alias), "latest", [(n.topic, n.partition)
                                                               for n in group])
         for n in group:
             got = recorded[n.key].upstream or 0

@@ -37,7 +37,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -55,6 +55,7 @@ from ledger.schemas import (
 )
 from ledger.tables import Ledger
 from ledger.writer import WRITTEN_AT_STEP
+from pipelines import kafka_offsets
 from pipelines.cli import add_flow_arguments
 from pipelines.mm2 import formats
 
@@ -121,10 +122,11 @@ def read_topic(source: Source, start: int | None, partition: int = 0) -> tuple[l
         "group.id": "offset-ledger-mm2-ingest", "enable.auto.commit": False,
         "enable.partition.eof": False, "log_level": 0}))
     try:
-        tp = TopicPartition(source.topic, partition)
         try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-        except KafkaException as exc:
+            tp = [(source.topic, partition)]
+            low = kafka_offsets.list_offsets(source.cluster, "earliest", tp)[tp[0]]
+            high = kafka_offsets.list_offsets(source.cluster, "latest", tp)[tp[0]]
+        except OffsetLedgerError as exc:
             raise IngestError(f"cluster {source.cluster.alias}: cannot read {source.topic} "
                               f"(is MirrorMaker 2 running this flow?): {exc}") from None
         begin = low if start is None else max(start, low)
@@ -331,9 +333,7 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
         progress.append(position_record(flow.name, cps_src.topic, cp_recs,
                                         cp_recs[-1].offset + 1, now))
     if latest:
-        from pipelines import kafka_admin
-
-        ends = kafka_admin.end_offsets(config.cluster(flow.source), latest)
+        ends = kafka_offsets.list_offsets(config.cluster(flow.source), "latest", latest)
         progress.extend(replicated_progress(flow, policy, latest, ends, len(offset_recs), now))
         result.replicated = {tp: r.offset + 1 for tp, r in latest.items()}
     if progress:

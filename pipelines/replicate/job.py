@@ -74,8 +74,9 @@ from ledger.errors import OffsetLedgerError, first_line
 from ledger.policy import ReplicationPolicy
 from pipelines import metrics
 from pipelines.cli import add_flow_arguments, job_main
+from pipelines.kafka_offsets import list_offsets
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
-from pipelines.replicate import executors, plan, source
+from pipelines.replicate import executors, plan
 from pipelines.replicate.recorder import ReplicationError
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
 from pipelines.replicate.streaming import (
@@ -251,8 +252,9 @@ def _observe(observer: ReplicationObserver | None, replicator: FlowReplicator,
     aside = set_aside_reasons(replicator.broken, replicator.refused, sync.errors if sync else {})
     if observer.aside(aside):
         try:  # topics set aside: their end offsets too, so that their lag keeps growing
-            ends = {**source.list_offsets(replicator.config.cluster(replicator.flow.source),
-                                          observer.aside(aside), "latest"), **ends}
+            ends = {**list_offsets(replicator.config.cluster(replicator.flow.source), "latest",
+                                   observer.aside(aside), read_committed=True,
+                                   omit_unknown=True), **ends}
         except Exception as exc:
             log.warning("end offsets of topics set aside not read: %s", first_line(exc))
     observer.measured(ends, replicator.positions, aside, measured_at)

@@ -34,6 +34,7 @@ from ledger.config import Config, FlowConfig
 from ledger.records import ProgressRecord
 from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
 from pipelines import kafka_admin
+from pipelines.kafka_offsets import list_offsets
 from pipelines.metrics.observe import Delivery, RecordedBatch
 from pipelines.mm2 import heartbeats
 from pipelines.replicate import continuity, executors, plan, sink, source, state, topics
@@ -176,9 +177,10 @@ class FlowReplicator:
                                              flow_state.newest_written_at > self.last_written_at):
             self.last_written_at = flow_state.newest_written_at
         src, dst = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
-        starts = source.list_offsets(src, partitions, "earliest")
-        replica_ends = source.list_offsets(
-            dst, [(self.replicas[t], p) for t, p in partitions], "latest")
+        starts = list_offsets(src, "earliest", partitions, read_committed=True,
+                              omit_unknown=True)
+        replica_ends = list_offsets(dst, "latest", [(self.replicas[t], p) for t, p in partitions],
+                                    read_committed=True, omit_unknown=True)
         positions, new_epoch = plan.resume_offsets(
             partitions, flow_state.tails, {(t, p): replica_ends.get((self.replicas[t], p), 0)
                                            for t, p in partitions}, starts)
@@ -200,8 +202,8 @@ class FlowReplicator:
                             f"to {self.replicas[t]}[{p}] at offset {d}")
 
     def end_offsets(self) -> dict[TP, int]:
-        ends = source.list_offsets(self.config.cluster(self.flow.source), self.positions,
-                                   "latest")
+        ends = list_offsets(self.config.cluster(self.flow.source), "latest", self.positions,
+                            read_committed=True, omit_unknown=True)
         if self.on_measured is not None:
             self.on_measured(ends, time.time())
         return ends

@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from confluent_kafka import Consumer, TopicPartition
@@ -30,7 +30,7 @@ from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
 from ledger.schemas import CHECKPOINTS, OPERATIONS
 from ledger.tables import Ledger
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_offsets
 from pipelines.checkpoint import history
 from pipelines.checkpoint.mapping import FORWARD, map_topic
 from pipelines.failover.readiness import progress_ends, recorded_ends
@@ -66,29 +66,13 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
     return None if value is None else value.astimezone(dt.UTC)
 
 
-def start_offsets(cluster, partitions: Iterable[TP]) -> dict[TP, int]:
-    """``{(topic, partition): log start offset}`` in one request."""
-    from confluent_kafka.admin import OffsetSpec
-
-    wanted = sorted(set(partitions))
-    if not wanted:
-        return {}
-    client = kafka_admin.admin(cluster)
-    futures = client.list_offsets({TopicPartition(t, p): OffsetSpec.earliest()
-                                   for t, p in wanted}, request_timeout=kafka_admin.TIMEOUT_S)
-    return {(tp.topic, tp.partition): int(kafka_admin._wait(
-        cluster, f"reading start offsets of {tp.topic}", f).offset)
-        for tp, f in futures.items()}
-
-
 def newest_heartbeat(cluster, topic: str, timeout: float = 5.0) -> dt.datetime | None:
     """The timestamp carried by the last heartbeat record of ``topic`` (partition 0)."""
     consumer = Consumer(cluster.client_config(**{
         "group.id": f"offset-ledger-probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
         "log_level": 0}))
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout,
-                                                   cached=False)
+        low, high = kafka_offsets.watermarks(cluster, topic, 1)[0]
         if high <= low:
             return None
         consumer.assign([TopicPartition(topic, 0, high - 1)])
@@ -151,7 +135,7 @@ class Gatherer:
         selected = select_topics(flow, self.policy, list(topics))
         tps = [(t, p) for t in selected for p in range(topics[t])]
         try:
-            ends = kafka_admin.end_offsets(source, tps)
+            ends = kafka_offsets.list_offsets(source, "latest", tps)
         except OffsetLedgerError as exc:
             status.error = str(exc)
             return status
@@ -167,7 +151,8 @@ class Gatherer:
                     if e.upstream is not None}
         updated = [_utc(r.updated_at) for r in progress.values() if r.updated_at is not None]
         status.last_run = max(updated, default=None)
-        lows = start_offsets(source, [tp for tp in tps if tp not in recorded])
+        lows = kafka_offsets.list_offsets(source, "earliest",
+                                          [tp for tp in tps if tp not in recorded])
         for tp in tps:
             row = progress.get(tp)
             status.partitions.append(PartitionLag(
@@ -206,8 +191,8 @@ class Gatherer:
             return error
         cluster = self.config.cluster(alias)
         try:
-            offsets = kafka_admin.group_offsets(cluster, group)
-            ends = kafka_admin.end_offsets(cluster, offsets)
+            offsets = kafka_offsets.list_offsets(cluster, "committed", group=group)
+            ends = kafka_offsets.list_offsets(cluster, "latest", offsets)
         except OffsetLedgerError as exc:
             return str(exc)
         return [CommitLag(alias, t, p, o, ends.get((t, p)))

@@ -28,7 +28,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_offsets
 from pipelines.clusters import free_port
 from pipelines.workload import consume, produce
 
@@ -165,7 +165,7 @@ def test_jobs_run_on_the_cluster_executors(standalone: Standalone, wheel: Path, 
     kafka_admin.create_topic(config.cluster("P"), topic, 2)
     produce(config.cluster("P"), topic, [f"v{i}" for i in range(40)], 2)
     consume(config.cluster("P"), group, [topic], limit=15)
-    committed = kafka_admin.group_offsets(config.cluster("P"), group)
+    committed = kafka_offsets.list_offsets(config.cluster("P"), "committed", group=group)
     events = tmp_path / "events"
     events.mkdir()
     work = tmp_path / "cwd"  # not the checkout: nothing may be read from it at run time
@@ -199,9 +199,10 @@ def test_jobs_run_on_the_cluster_executors(standalone: Standalone, wheel: Path, 
         assert start["App ID"] in listed, f"{job}: the master does not list {start['App ID']}"
         assert listed[start["App ID"]]["name"].startswith("offset-ledger"), job
 
-    replica = kafka_admin.end_offsets(config.cluster("B"), [(f"P.{topic}", p) for p in (0, 1)])
+    replica = kafka_offsets.list_offsets(config.cluster("B"), "latest",
+                                         [(f"P.{topic}", p) for p in (0, 1)])
     assert sum(replica.values()) == 40
-    on_b = kafka_admin.group_offsets(config.cluster("B"), group)
+    on_b = kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group)
     # Committed partitions are translated; a partition the group never committed on P (the
     # consumer may have read only one of the two) starts at the replica's log start, 0.
     expected = {(f"P.{topic}", p): committed.get((topic, p), 0) for p in (0, 1)}

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from ledger.config import config_from_mapping
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.checkpoint.engine import Checkpointer
 from pipelines.clusters import EmbeddedClusters, free_port
 from pipelines.replicate.job import replicate_once
@@ -56,7 +56,7 @@ def test_disaster_failover_loses_nothing_replicated(spark, own_clusters, capsys)
     assert cli.main(move) == 2
     refused = capsys.readouterr().err
     assert "cluster P is unreachable" in refused and "--disaster" in refused
-    assert kafka_admin.group_offsets(backup, "G") == {}
+    assert kafka_offsets.list_offsets(backup, "committed", group="G") == {}
 
     assert cli.main([*move, "--disaster"]) == 0
     captured = capsys.readouterr()

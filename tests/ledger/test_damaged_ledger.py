@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger.schemas import OFFSET_SYNCS, SCHEMAS
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
@@ -104,4 +104,4 @@ def test_damaged_offset_syncs_is_one_clear_error(healthy, damage, verb, capfd, t
     assert "RESTORE" in errors[0]
     assert "\tat org.apache" not in err and "Traceback" not in err
     assert _versions(copy) == before
-    assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
+    assert kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group) == {}

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from ledger.config import config_from_mapping
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_offsets
 from pipelines.clusters import ClusterError, EmbeddedClusters, free_port
 
 pytestmark = pytest.mark.kafka
@@ -39,7 +39,7 @@ def test_produce_consume_round_trip(kafka_clusters, make_config, unique, alias):
     finally:
         consumer.close()
     assert sorted(seen) == sorted((f"k{i}", f"v{i}") for i in range(10))
-    assert kafka_admin.watermarks(cluster, topic, 2) == {0: (0, 5), 1: (0, 5)}
+    assert kafka_offsets.watermarks(cluster, topic, 2) == {0: (0, 5), 1: (0, 5)}
 
 
 def test_status_reports_both_clusters_running(kafka_clusters):

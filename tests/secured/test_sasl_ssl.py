@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_offsets
 from pipelines.cluster_security import make_ca
 from tests.secured.conftest import (
     create_topic,
@@ -92,7 +92,7 @@ def test_reference_scenario_with_kip848_groups(spark, pair, tmp_path, capsys):
     # Group sync writes an empty KIP-848 group's offsets on B.
     ok("checkpoint", "--source", "P", "--target", "B", "--once", "--group", cutoff_group,
        "--sync")
-    synced = kafka_admin.group_offsets(config.cluster("B"), cutoff_group)
+    synced = kafka_offsets.list_offsets(config.cluster("B"), "committed", group=cutoff_group)
     assert sum(synced.values()) == 300 and {t for t, _ in synced} == {f"P.{topic}"}
     translated = json.loads(ok("translate", "--group", group, "--from", "P", "--to", "B",
                                "--format", "json"))
@@ -126,7 +126,7 @@ def test_reference_scenario_with_kip848_groups(spark, pair, tmp_path, capsys):
         code, _, err = run(capsys, "failover", "--group", group, "--from", "P", "--to", "B",
                            "--config", path)
         assert code == 2 and f"group {group} has 1 active member(s)" in err
-        assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
+        assert kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group) == {}
     finally:
         stop.set()
         thread.join(30)
@@ -230,7 +230,7 @@ def test_missing_read_on_one_topic_is_an_error_naming_the_acl(spark, pair, tmp_p
             f"--allow-principal User:replicator --operation Read --topic {orders}") in err
     assert "removed" not in err and "Traceback" not in err
     # The other topic went on.
-    replicas = kafka_admin.end_offsets(config.cluster("B"), [(f"P.{payments}", 0),
+    replicas = kafka_offsets.list_offsets(config.cluster("B"), "latest", [(f"P.{payments}", 0),
                                                              (f"P.{orders}", 0)])
     assert replicas == {(f"P.{payments}", 0): 100, (f"P.{orders}", 0): 80}
     # status never calls the flow caught up while a replicated topic cannot be read.
@@ -259,7 +259,7 @@ def test_missing_write_on_the_target_is_a_topic_error_not_a_traceback(spark, pai
     assert (f"User:replicator is not authorized to WRITE topic P.{denied}: add ACL "
             f"--allow-principal User:replicator --operation Write --topic P.{denied}") in err
     assert "Traceback" not in err and "pickle" not in err.lower()
-    ends = kafka_admin.end_offsets(config.cluster("B"), [(f"P.{fine}", 0)])
+    ends = kafka_offsets.list_offsets(config.cluster("B"), "latest", [(f"P.{fine}", 0)])
     assert ends == {(f"P.{fine}", 0): 30}
 
 
@@ -273,7 +273,7 @@ def test_copy_tasks_as_spark_tasks_and_a_continuous_run(spark, pair, tmp_path, c
                        "--config", config.path)
     assert code == 0, err
     replica = [(f"P.{topic}", p) for p in range(2)]
-    assert sum(kafka_admin.end_offsets(config.cluster("B"), replica).values()) == 200
+    assert sum(kafka_offsets.list_offsets(config.cluster("B"), "latest", replica).values()) == 200
 
     # Continuous (batch mode): new records are copied until the run is stopped.
     from pipelines.replicate.job import replicate_continuously
@@ -289,11 +289,11 @@ def test_copy_tasks_as_spark_tasks_and_a_continuous_run(spark, pair, tmp_path, c
         import time
 
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and sum(kafka_admin.end_offsets(
-                config.cluster("B"), replica).values()) < 300:
+        while time.monotonic() < deadline and sum(kafka_offsets.list_offsets(
+                config.cluster("B"), "latest", replica).values()) < 300:
             time.sleep(0.5)
     finally:
         stop.set()
         thread.join(60)
-    assert sum(kafka_admin.end_offsets(config.cluster("B"), replica).values()) == 300
+    assert sum(kafka_offsets.list_offsets(config.cluster("B"), "latest", replica).values()) == 300
     assert result["r"].errors == {}

@@ -9,7 +9,7 @@ import pytest
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.span_snapshots import SpanSnapshot
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines import spark as spark_module
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
@@ -50,8 +50,8 @@ def test_checkpoint_pass_records_translates_and_syncs_under_mm2_rules(spark, mak
         topic, 25, "translated")
     assert cli.main(["checkpoint", "--flow", "P->B", "--once", "--sync",
                      "--config", config.path]) == 0
-    assert kafka_admin.group_offsets(backup, group) == {(replica, 0): 25}
-    assert kafka_admin.group_offsets(backup, other) == {(replica, 0): 30}
+    assert kafka_offsets.list_offsets(backup, "committed", group=group) == {(replica, 0): 25}
+    assert kafka_offsets.list_offsets(backup, "committed", group=other) == {(replica, 0): 30}
     cps = {r["group_id"]: r for r in ledger.read(CHECKPOINTS).collect()}
     assert (cps[group]["direction"], cps[group]["source_offset"], cps[group]["target_offset"]) \
         == ("forward", 25, 25)
@@ -74,7 +74,7 @@ def test_checkpoint_pass_records_translates_and_syncs_under_mm2_rules(spark, mak
     latest = (ledger.read(CHECKPOINTS).where(f"group_id = '{group}'")
               .orderBy("checkpointed_at", ascending=False).first())
     assert (latest["target_offset"], latest["group_rewound"]) == (5, True)
-    assert kafka_admin.group_offsets(backup, group) == {(replica, 0): 25}
+    assert kafka_offsets.list_offsets(backup, "committed", group=group) == {(replica, 0): 25}
 
     # Reverse checkpoint: a group that read the replica on B maps back to the original on P.
     reader = unique("cpg-r")
@@ -84,4 +84,4 @@ def test_checkpoint_pass_records_translates_and_syncs_under_mm2_rules(spark, mak
     rev = ledger.read(CHECKPOINTS).where(f"group_id = '{reader}'").collect()
     assert [(r["direction"], r["source_topic"], r["target_topic"], r["target_offset"])
             for r in rev] == [("reverse", replica, topic, 33)]
-    assert kafka_admin.group_offsets(primary, reader) == {}
+    assert kafka_offsets.list_offsets(primary, "committed", group=reader) == {}

@@ -11,7 +11,7 @@ from ledger.engine import LedgerEngine
 from ledger.records import CheckpointRecord
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.checkpoint import history
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
@@ -123,7 +123,7 @@ def test_a_pass_with_nothing_new_appends_nothing(spark, make_config, unique):
     assert {t: ledger.version(t) for t in (CHECKPOINTS, GROUP_OFFSETS)} == first
 
     consume(primary, group, [topic], limit=5)  # the group moves on one or two partitions
-    moved = kafka_admin.group_offsets(primary, group)
+    moved = kafka_offsets.list_offsets(primary, "committed", group=group)
     assert cli.main(checkpoint) == 0
     rows = ledger.read(CHECKPOINTS).where(f"group_id = '{group}'").collect()
     latest = {}

@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from ledger.schemas import CHECKPOINTS, OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
@@ -88,7 +88,7 @@ def test_offsets_translate_forward_and_back_in_the_same_shape(spark, four_topics
     rows = json.loads(capsys.readouterr().out)
     assert {r["group"] for r in rows} == {f"{prefix}-a", f"{prefix}-b"}
     for r in rows:
-        committed = kafka_admin.group_offsets(config.cluster("P"), r["group"])
+        committed = kafka_offsets.list_offsets(config.cluster("P"), "committed", group=r["group"])
         upstream = committed[(topic, r["partition"])]
         assert r["offset"] == (upstream - 4 if r["partition"] == 0 else upstream)
     assert ledger_counts(spark, config) == before  # translate writes nothing

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from ledger.schemas import OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
@@ -52,7 +52,7 @@ def test_active_group_is_refused_and_nothing_written(spark, replicated, capsys):
         consumer.close()
     assert f"group {group} has 1 active member(s) on cluster P" in capsys.readouterr().err
     assert ledger_counts(spark, config) == before
-    assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
+    assert kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group) == {}
 
 
 def test_unknown_alias_is_refused(make_config, unique, capsys):
@@ -71,13 +71,13 @@ def test_dry_run_prints_and_writes_nothing(spark, replicated, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["dry_run"] is True
     # A fresh replica copies partition p's records 0.. at 0..: translation is the identity.
-    committed = kafka_admin.group_offsets(config.cluster("P"), group)
+    committed = kafka_offsets.list_offsets(config.cluster("P"), "committed", group=group)
     assert sum(committed.values()) == 12
     expected = {(f"P.{topic}", p, o) for (_, p), o in committed.items()}
     assert {(t["target_topic"], t["partition"], t["offset"]) for t in out["translations"]} == \
         expected
     assert ledger_counts(spark, config) == before
-    assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
+    assert kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group) == {}
     # translate prints the same numbers and writes nothing either.
     assert cli.main(["translate", "--group", group, "--from", "P", "--to", "B",
                      "--format", "json", "--config", config.path]) == 0
@@ -105,7 +105,7 @@ def test_untranslatable_offset_is_never_guessed(spark, make_config, unique, caps
     assert "1 partition(s) of group" in err and "cannot be translated" in err
     assert "before the first replicated record (5)" in err
     assert ledger_counts(spark, config) == before
-    assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
+    assert kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group) == {}
 
 
 def test_replication_lag_times_out_clearly(spark, replicated, capsys):

@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 
 from ledger.schemas import OPERATIONS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
@@ -114,15 +114,15 @@ def test_failback_over_a_tail_of_transaction_markers_and_aborted_records(
         (producer.abort_transaction if i % 2 else producer.commit_transaction)(30)
     replicate_once(spark, config, "B->P")
     # A Java consumer commits its position, past the markers: the high watermark.
-    high = kafka_admin.end_offsets(backup, [(topic, 0), (topic, 1)])
+    high = kafka_offsets.list_offsets(backup, "latest", [(topic, 0), (topic, 1)])
     kafka_admin.alter_group_offsets(backup, group, high)
 
     capsys.readouterr()
     assert cli.main(["failback", "--group", group, "--from", "B", "--to", "P", "--timeout", "20",
                      "--format", "json", "--config", config.path]) == 0, capsys.readouterr().err
-    replica = kafka_admin.end_offsets(primary, [(f"B.{topic}", 0), (f"B.{topic}", 1)])
+    replica = kafka_offsets.list_offsets(primary, "latest", [(f"B.{topic}", 0), (f"B.{topic}", 1)])
     assert sum(replica.values()) == 20  # the committed records only
-    assert kafka_admin.group_offsets(primary, group) == replica
+    assert kafka_offsets.list_offsets(primary, "committed", group=group) == replica
 
 
 def test_an_authentication_failure_is_an_error_never_a_disaster(spark, make_config, unique,
@@ -141,7 +141,7 @@ def test_an_authentication_failure_is_an_error_never_a_disaster(spark, make_conf
     assert "error: cluster P: authentication failed for user ops (PLAIN)" in err
     assert "--disaster" not in err and "disaster mode" not in err
     assert "not-the-secret-4711" not in err
-    assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
+    assert kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group) == {}
     assert not Path(config.ledger_location, OPERATIONS).exists()
 
 
@@ -157,7 +157,7 @@ def test_cutoff_refuses_while_producers_write_then_moves(spark, make_config, uni
         assert cli.main(failover(config, "--group", group, "--cutoff",
                                  "--quiet-seconds", "1")) == 2
         assert "producers still write to P" in capsys.readouterr().err
-    assert kafka_admin.group_offsets(backup, group) == {}
+    assert kafka_offsets.list_offsets(backup, "committed", group=group) == {}
     # Producers stopped; the group has not read the newest records yet: lag is waited for.
     assert cli.main(failover(config, "--group", group, "--cutoff", "--quiet-seconds", "1",
                              "--timeout", "2")) == 3
@@ -167,8 +167,8 @@ def test_cutoff_refuses_while_producers_write_then_moves(spark, make_config, uni
     assert cli.main(failover(config, "--group", group, "--cutoff", "--catch-up",
                              "--quiet-seconds", "1", "--format", "json")) == 0
     assert json.loads(capsys.readouterr().out)["mode"] == "cutoff"
-    replica = kafka_admin.end_offsets(backup, [(f"P.{topic}", 0), (f"P.{topic}", 1)])
-    assert kafka_admin.group_offsets(backup, group) == replica
+    replica = kafka_offsets.list_offsets(backup, "latest", [(f"P.{topic}", 0), (f"P.{topic}", 1)])
+    assert kafka_offsets.list_offsets(backup, "committed", group=group) == replica
 
 
 def test_several_groups_one_operation_each_with_the_same_ledger_versions(
@@ -188,9 +188,9 @@ def test_several_groups_one_operation_each_with_the_same_ledger_versions(
     assert [o["group"] for o in ops] == groups
     assert len({json.dumps(o["ledger_versions"], sort_keys=True) for o in ops}) == 1
     for group in groups:
-        committed = kafka_admin.group_offsets(primary, group)
+        committed = kafka_offsets.list_offsets(primary, "committed", group=group)
         # A partition G never committed starts at the replica's log start.
-        assert kafka_admin.group_offsets(backup, group) == {
+        assert kafka_offsets.list_offsets(backup, "committed", group=group) == {
             (f"P.{topic}", p): committed.get((topic, p), 0) for p in (0, 1)}
     rows = Ledger(spark, config.ledger_location).read(OPERATIONS).collect()
     assert sorted(r["group_id"] for r in rows) == groups
@@ -220,8 +220,9 @@ def test_identity_policy_failover_continuous_and_cutoff_and_refused_failback(
 
     assert cli.main(failover(config, "--group", drained, "--cutoff",
                              "--quiet-seconds", "1")) == 0
-    replica = kafka_admin.end_offsets(backup, [(topic, 0), (topic, 1)])
-    assert kafka_admin.group_offsets(backup, drained) == replica  # the latest offsets
+    replica = kafka_offsets.list_offsets(backup, "latest", [(topic, 0), (topic, 1)])
+    # the latest offsets
+    assert kafka_offsets.list_offsets(backup, "committed", group=drained) == replica
 
     assert cli.main(["failback", "--group", moving, "--from", "B", "--to", "P",
                      "--config", config.path]) == 2
@@ -242,4 +243,4 @@ def test_catch_up_that_cannot_copy_a_topic_says_why_at_once(spark, make_config, 
     err = capsys.readouterr().err
     # Not the deadline's "has not caught up within 600s": the copy's own error, at once.
     assert f"cannot catch up: topic {topic}" in err and "within 600s" not in err
-    assert kafka_admin.group_offsets(config.cluster("B"), group) == {}
+    assert kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group) == {}

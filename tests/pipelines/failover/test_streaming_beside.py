@@ -13,7 +13,7 @@ import pytest
 
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_continuously
 from pipelines.workload import consume, produce
 from tests.pipelines.failover.test_modes import LiveProducer, failover
@@ -64,9 +64,9 @@ def test_continuous_failover_with_a_streaming_job_beside_it(spark, make_config, 
                              "--config", config.path]) == 0
             read += consume(backup, group, over["subscribe"])
         # The producers stopped: the stream copies their last records, G reads them on B.
-        ends = kafka_admin.end_offsets(primary, [(topic, p) for p in range(3)])
+        ends = kafka_offsets.list_offsets(primary, "latest", [(topic, p) for p in range(3)])
         deadline = time.monotonic() + 120
-        while sum(kafka_admin.end_offsets(backup, [(f"P.{topic}", p)
+        while sum(kafka_offsets.list_offsets(backup, "latest", [(f"P.{topic}", p)
                                                    for p in range(3)]).values()) < sum(
                 ends.values()):
             assert "error" not in outcome, outcome

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipelines import cli, kafka_admin, workload
+from pipelines import cli, kafka_offsets, workload
 from pipelines.clusters import free_port
 from tests.pipelines.metrics.servers import Job, Prometheus, http_get, wait_for
 from tests.pipelines.replicate.kafka_io import create, delete
@@ -106,7 +106,7 @@ def test_prometheus_scrapes_replicate_and_checkpoint(spark, make_config, unique,
         ready = f'offset_ledger_group_ready_to_move{{group="{group}",source="P",target="B"}}'
         wait_for(lambda: checkpoint.alive() and prom.scalar(ready) == 1, 300, f"{ready} == 1",
                  checkpoint.tail)
-        committed = len(kafka_admin.group_offsets(p, group))
+        committed = len(kafka_offsets.list_offsets(p, "committed", group=group))
         assert prom.scalar(f'count(offset_ledger_checkpoint_latency_seconds_count'
                            f'{{group="{group}"}})') == committed  # one per partition
         assert prom.scalar(f'offset_ledger_group_records_not_replicated{{group="{group}"}}') == 0
@@ -224,6 +224,6 @@ def test_once_jobs_push_to_a_pushgateway_and_write_a_textfile(spark, make_config
     assert got[("offset_ledger_group_ready_to_move", group)] == 1
     assert got[("offset_ledger_checkpoint_passes_total", None)] == 1
     # One checkpoint per partition the group committed.
-    committed = kafka_admin.group_offsets(p, group)
+    committed = kafka_offsets.list_offsets(p, "committed", group=group)
     assert got[("offset_ledger_checkpoints_total", None)] == len(committed)
     assert [p.name for p in textfile.parent.iterdir()] == ["offset_ledger.prom"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.mm2 import formats
 from pipelines.mm2.ingest import Source, read_topic
 from pipelines.replicate.job import replicate_once
@@ -46,7 +46,7 @@ def test_remote_cluster_utils_reads_our_exact_checkpoints(spark, make_config, un
     produce(config.cluster("P"), topic, [f"v{i}" for i in range(40)], 2)
     replicate_once(spark, config, "P->B")
     consume(config.cluster("P"), group, [topic], limit=15)
-    committed = kafka_admin.group_offsets(config.cluster("P"), group)
+    committed = kafka_offsets.list_offsets(config.cluster("P"), "committed", group=group)
 
     assert cli.main(["checkpoint", "--flow", "P->B", "--once", "--group", group,
                      "--config", config.path]) == 0

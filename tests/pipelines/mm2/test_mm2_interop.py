@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from ledger.schemas import OFFSET_SYNCS, OPERATIONS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.mm2 import formats
 from pipelines.mm2.ingest import Source, connect_offsets, read_all_partitions, read_topic
 from pipelines.workload import consume, produce
@@ -23,7 +23,7 @@ OFFSET_LAG_MAX = 100  # MM2's default: a sync at least every 100 downstream offs
 
 
 def ends(cluster, topic):
-    return {p: hw for p, (_, hw) in kafka_admin.watermarks(cluster, topic, PARTITIONS).items()}
+    return {p: hw for p, (_, hw) in kafka_offsets.watermarks(cluster, topic, PARTITIONS).items()}
 
 
 def replicated(config, topic):
@@ -171,7 +171,7 @@ def test_failover_with_mm2_then_failback_with_offset_ledger(spark, mm2, mm2_conf
     mm2_offsets = await_condition(
         "MM2 to sync the group's offsets to B",
         lambda: (lambda o: o if len(o) == PARTITIONS else None)(
-            kafka_admin.group_offsets(B, group)), mm2=mm2)
+            kafka_offsets.list_offsets(B, "committed", group=group)), mm2=mm2)
     on_b = [v for _, v in consume(B, group, [f"P.{topic}"])]
     failover_dups = len(set(on_p) & set(on_b))
 

@@ -14,7 +14,7 @@ import pytest
 
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
-from pipelines import kafka_admin
+from pipelines import kafka_offsets
 from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
     assert_runs_exact,
@@ -109,7 +109,7 @@ def test_sigterm_stops_a_streaming_job_after_recording_what_it_copied(make_confi
             time.sleep(0.5)
         produce(p, topic, sample(2, 25, "more"))  # copied, not yet recorded
         deadline = time.monotonic() + 60
-        while sum(kafka_admin.watermarks(config.cluster("B"), f"P.{topic}", 2)[q][1]
+        while sum(kafka_offsets.watermarks(config.cluster("B"), f"P.{topic}", 2)[q][1]
                   for q in range(2)) < 150:
             assert time.monotonic() < deadline, "records not copied in time"
             time.sleep(0.2)
