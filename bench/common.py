@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from ledger import settings
 from ledger.config import ClusterConfig, Config, config_from_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,9 +44,16 @@ def _main_checkout() -> Path:
     return (ROOT / common).resolve().parent if common else ROOT
 
 
-MM2_DIR = Path(os.environ.get("OFFSET_LEDGER_MM2_PEER",
-                              _main_checkout().parent / "shared/peers/mm2"))
-MM2_JARS = Path(os.environ.get("OFFSET_LEDGER_JARS_DIR", ROOT / "jars")) / "mm2"
+def mm2_dir() -> Path:
+    """The MirrorMaker 2 peer (``$OFFSET_LEDGER_MM2_PEER``, else ``shared/peers/mm2``)."""
+    return settings.mm2_peer() or _main_checkout().parent / "shared/peers/mm2"
+
+
+def mm2_jars() -> Path:
+    """The peer's jars: ``mm2/`` of ``$OFFSET_LEDGER_JARS_DIR`` (else ``jars/``)."""
+    return (settings.jars_dir() or ROOT / "jars") / "mm2"
+
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -188,10 +196,10 @@ def init_ledger(cfg_path: str, workdir: Path, ledger: Path | None = None) -> Pat
 
 
 def require_mm2_jars() -> None:
-    if not MM2_JARS.is_dir():
-        raise SystemExit(f"MirrorMaker 2 jars missing in {MM2_JARS}: mvn -q -B -s "
-                         f"jvm/settings.xml -f {MM2_DIR}/pom.xml dependency:copy-dependencies "
-                         f"-DoutputDirectory={MM2_JARS}")
+    if not mm2_jars().is_dir():
+        raise SystemExit(f"MirrorMaker 2 jars missing in {mm2_jars()}: mvn -q -B -s "
+                         f"jvm/settings.xml -f {mm2_dir()}/pom.xml dependency:copy-dependencies "
+                         f"-DoutputDirectory={mm2_jars()}")
 
 
 def mm2_command(source: ClusterConfig, target: ClusterConfig, topics: str, workdir: Path,
@@ -206,7 +214,7 @@ def mm2_command(source: ClusterConfig, target: ClusterConfig, topics: str, workd
            "MM2_TOPICS": topics, "MM2_TASKS_MAX": str(tasks),
            "MM2_RUN_ID": uuid.uuid4().hex[:8]}
     if tuned:
-        env["MM2_EXTRA_PROPS"] = str(MM2_DIR / "mm2-tuned.properties")
+        env["MM2_EXTRA_PROPS"] = str(mm2_dir() / "mm2-tuned.properties")
     else:
         env.pop("MM2_EXTRA_PROPS", None)
-    return ["bash", str(MM2_DIR / "mm2.sh"), str(MM2_JARS), str(workdir)], env
+    return ["bash", str(mm2_dir() / "mm2.sh"), str(mm2_jars()), str(workdir)], env

@@ -15,6 +15,7 @@ nested (``replication: {policy: {separator: "."}}``); both mean the same key.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -26,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from ledger import settings
 from ledger.errors import OffsetLedgerError
 
 _log = logging.getLogger(__name__)
@@ -35,7 +37,7 @@ DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
 DEFAULT_AUDIT_RETENTION_DAYS = 400
 DEFAULT_HISTORY_REFRESH_HOURS = 24
 DEFAULT_SPANS_REFRESH_COMMITS = 360  # an hour of 10 s batches
-CONFIG_ENV_VAR = "OFFSET_LEDGER_CONFIG"
+CONFIG_ENV_VAR = settings.CONFIG
 MASK = "********"
 
 _SECRET_KEY = re.compile(r"(password|secret|token|jaas|credential|private|basic\.auth\.user\.info)",
@@ -559,7 +561,7 @@ def check_reverse_checkpointing(config: Config, flow: FlowConfig) -> None:
 
 def resolve_config_path(path: str | None = None) -> str:
     """``--config`` if given, else ``$OFFSET_LEDGER_CONFIG``, else ``./offset-ledger.yaml``."""
-    return path or os.environ.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH
+    return path or settings.config_path() or DEFAULT_CONFIG_PATH
 
 
 def load_config(path: str | None = None) -> Config:
@@ -575,3 +577,20 @@ def load_config(path: str | None = None) -> Config:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{resolved}: not valid YAML: {exc}") from None
     return config_from_mapping(raw, path=resolved)
+
+
+def reload_config(config: Config) -> Config:
+    """The configuration file as it is now, for a long-running job's refresh: the allowlists
+    that ``topics``/``groups``/``reverse-checkpointed-topics --add`` edited apply without a
+    restart. A ``--ledger-location`` override stays; a file that no longer loads is logged and
+    the previous configuration kept (a typo never stops a running job); a config built without
+    a file is returned as it is."""
+    if not config.path:
+        return config
+    try:
+        fresh = load_config(config.path)
+    except OffsetLedgerError as exc:
+        _log.error("configuration %s not reloaded, keeping the previous one: %s", config.path,
+                   exc)
+        return config
+    return dataclasses.replace(fresh, ledger_location=config.ledger_location)

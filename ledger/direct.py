@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ledger import settings
 from ledger.config import is_catalog_schema
 from ledger.errors import first_line
 
@@ -51,11 +51,6 @@ UNAVAILABLE = Marker("UNAVAILABLE")  # read it with Spark instead
 ABSENT = Marker("ABSENT")  # the table's folder does not exist: nothing was recorded there
 
 
-# Where these are set, Spark resolves a path without a scheme on another filesystem (HDFS,
-# DBFS): the same path on the driver's disk is not the ledger.
-OTHER_DEFAULT_FS = ("DATABRICKS_RUNTIME_VERSION", "HADOOP_CONF_DIR", "YARN_CONF_DIR")
-
-
 def local_path(location: str) -> Path | None:
     """The ledger's folder when it is on a filesystem this process reads as Spark does."""
     if location.startswith("file://"):
@@ -64,7 +59,7 @@ def local_path(location: str) -> Path | None:
         return None
     if is_catalog_schema(location):
         return None
-    if any(os.environ.get(name) for name in OTHER_DEFAULT_FS):
+    if settings.other_default_fs():  # the same path on the driver's disk is not the ledger
         return None
     return Path(location)
 

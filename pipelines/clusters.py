@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger import settings
 from ledger.config import ClusterConfig, Config, load_config
 from ledger.errors import OffsetLedgerError
 from pipelines.cluster_security import (
@@ -42,8 +43,6 @@ from pipelines.cluster_security import (
 from pipelines.spark import jars_dir
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
-BROKER_HEAP = os.environ.get("OFFSET_LEDGER_BROKER_HEAP", "512m")
-START_TIMEOUT_S = float(os.environ.get("OFFSET_LEDGER_BROKER_START_TIMEOUT", "90"))
 
 LISTENERS = """\
 # Written by offset-ledger for the embedded cluster {alias}; loopback only.
@@ -185,8 +184,8 @@ def coordinator_ready(bootstrap: str, timeout: float = 3.0,
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() \
+    home = settings.java_home()
+    java = str(home / "bin" / "java") if home and (home / "bin" / "java").exists() \
         else shutil.which("java")
     if not java:
         raise ClusterError("Java not found: install a JDK 17+ or set JAVA_HOME "
@@ -328,15 +327,19 @@ class EmbeddedClusters:
             if result.returncode != 0:
                 raise ClusterError(f"cluster {alias}: formatting the KRaft log dir failed: "
                                    f"{(result.stderr or result.stdout).strip()[-500:]}")
-        return [java, f"-Xms{BROKER_HEAP}", f"-Xmx{BROKER_HEAP}", "-XX:+UseG1GC",
+        heap = settings.broker_heap()
+        return [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC",
                 "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
                 "-cp", classpath, "kafka.Kafka", str(props)]
 
     # --- verbs ---------------------------------------------------------------------------
 
-    def up(self, timeout: float = START_TIMEOUT_S) -> dict[str, str]:
-        """Start every broker not already running; return ``{alias: bootstrap}``."""
+    def up(self, timeout: float | None = None) -> dict[str, str]:
+        """Start every broker not already running; return ``{alias: bootstrap}``. ``timeout``:
+        seconds to wait for each (default ``$OFFSET_LEDGER_BROKER_START_TIMEOUT``)."""
+        if timeout is None:
+            timeout = settings.broker_start_timeout()
         started: list[str] = []
         procs: dict[str, subprocess.Popen] = {}
         try:

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ledger import settings
 from ledger.errors import OffsetLedgerError
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from ledger.engine import LedgerEngine
 
-JARS_ENV_VAR = "OFFSET_LEDGER_JARS_DIR"
+JARS_ENV_VAR = settings.JARS_DIR
 CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
 # [min, max) of the Spark (and delta-spark) versions this release supports: keep in step with
 # the `local` extra in pyproject.toml.
@@ -51,8 +52,7 @@ class SparkSetupError(OffsetLedgerError):
 
 def jars_dir(kind: str) -> Path:
     """``$OFFSET_LEDGER_JARS_DIR/<kind>``, or ``jars/<kind>`` of the source checkout."""
-    base = os.environ.get(JARS_ENV_VAR)
-    return (Path(base) if base else CHECKOUT_ROOT / "jars") / kind
+    return (settings.jars_dir() or CHECKOUT_ROOT / "jars") / kind
 
 
 def spark_jars() -> list[str]:
@@ -86,10 +86,7 @@ def check_version(what: str, version: str) -> None:
             f"runtime with Spark {low[0]}.{low[1]}.x)")
 
 
-def _under_launcher() -> bool:
-    """Started by spark-submit (its JVM is up) or on a Databricks runtime."""
-    return bool(os.environ.get("PYSPARK_GATEWAY_PORT")
-                or os.environ.get("DATABRICKS_RUNTIME_VERSION"))
+_under_launcher = settings.under_launcher
 
 
 def _class_loadable(jvm, name: str) -> bool:  # type: ignore[no-untyped-def]
@@ -106,7 +103,7 @@ def _launched_session(app_name: str) -> SparkSession:
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+    if settings.on_databricks():
         # Databricks: Delta is built in, and serverless sessions (Spark Connect) have no JVM
         # gateway to inspect.
         return SparkSession.builder.getOrCreate()
@@ -153,10 +150,10 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
         check_version("delta-spark", importlib.metadata.version("delta-spark"))
     except importlib.metadata.PackageNotFoundError:
         pass  # the jars folder still has to provide Delta (checked by spark_jars)
-    master = master or os.environ.get("OFFSET_LEDGER_SPARK_MASTER", "local[*]")
+    master = master or settings.spark_master()
     if ui is None:
-        ui = os.environ.get("OFFSET_LEDGER_SPARK_UI", "false").lower() == "true"
-    state = Path(os.environ.get("OFFSET_LEDGER_STATE_DIR", ".state")).resolve()
+        ui = settings.spark_ui()
+    state = settings.state_dir().resolve()
     # Loopback only: the machine's other interfaces are not ours to listen on.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Local Python workers must run this interpreter (it has confluent-kafka), not PATH's.
@@ -171,7 +168,7 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
         .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
         # Small local machines: a handful of shuffle partitions beats the default 200.
-        .config("spark.sql.shuffle.partitions", os.environ.get("OFFSET_LEDGER_SHUFFLE", "4"))
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions()))
         .config("spark.default.parallelism", "4")
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.warehouse.dir", str(state / "warehouse"))
@@ -181,12 +178,12 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
                 f"-Dderby.system.home={state / 'derby'} -Dlog4j2.configurationFile=file:{log4j}"
                 f"{' ' + java_options if java_options else ''}")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", os.environ.get("OFFSET_LEDGER_DRIVER_MEMORY", "2g"))
+        .config("spark.driver.memory", settings.driver_memory())
     )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("OFFSET_LEDGER_SPARK_LOG_LEVEL", "ERROR"))
+    spark.sparkContext.setLogLevel(settings.spark_log_level())
     return spark
 
 

@@ -14,6 +14,8 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 # Per-alias secrets of the Databricks bundle, documented as OFFSET_LEDGER_<ALIAS>_SASL_*.
+# ledger/config.py resolves the YAML's ${env:NAME} values (names the user chooses).
+ENVIRONMENT_READERS = ("ledger/settings.py", "ledger/config.py")
 ALIAS_SECRET = re.compile(r"OFFSET_LEDGER_[A-Z0-9]+_SASL_(USERNAME|PASSWORD)")
 
 
@@ -54,15 +56,28 @@ def test_every_configuration_key_documented():
 
 
 def test_every_environment_variable_documented():
+    from ledger import settings
+
     page = _text("configuration.md")
-    names = set()
-    for folder in ("pipelines", "ledger", "expectations", "bench", "dbt"):
-        for path in (ROOT / folder).rglob("*"):
-            if path.suffix in (".py", ".yml", ".yaml", ".sql") and "target" not in path.parts:
-                names |= set(re.findall(r"OFFSET_LEDGER_[A-Z0-9_]*[A-Z0-9]", path.read_text()))
-    missing = sorted(n for n in names if f"`{n}`" not in page and not ALIAS_SECRET.fullmatch(n))
+    listed = {*settings.VARIABLES, *settings.ALIAS_SECRETS, *settings.RUNTIME_VARIABLES}
+    missing = sorted(n for n in listed if f"`{n}`" not in page)
     assert not missing, f"docs/configuration.md does not document {missing}"
-    assert "`OFFSET_LEDGER_<ALIAS>_SASL_USERNAME`" in page
+    # Every name used anywhere is one ledger/settings.py lists (so a new one gets documented),
+    # and only ledger/settings.py reads the environment.
+    names, readers = set(), []
+    for folder in ("pipelines", "ledger", "expectations", "bench", "dbt", "tests"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix not in (".py", ".yml", ".yaml", ".sql") or "target" in path.parts:
+                continue
+            text = path.read_text()
+            names |= set(re.findall(r"OFFSET_LEDGER_[A-Z0-9_]*[A-Z0-9]", text))
+            if folder != "tests" and path.suffix == ".py" and \
+                    path.relative_to(ROOT).as_posix() not in ENVIRONMENT_READERS and \
+                    re.search(r"environ\.get\(|getenv\(|environ\[[^]]+\](?!\s*=)", text):
+                readers.append(str(path.relative_to(ROOT)))
+    unlisted = sorted(n for n in names - listed if not ALIAS_SECRET.fullmatch(n))
+    assert not unlisted, f"add {unlisted} to ledger/settings.py (and document them)"
+    assert not readers, f"read the environment through ledger/settings.py: {readers}"
 
 
 def _verbs(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):

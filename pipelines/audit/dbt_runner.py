@@ -25,6 +25,7 @@ import datetime as dt
 import importlib.resources
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
@@ -33,18 +34,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ledger import settings
 from ledger.schemas import DERIVED, OPERATIONS, SCHEMAS
 from ledger.tables import Ledger, LedgerError
 
 DBT_PACKAGE = "offset_ledger_dbt"
 # A source checkout (editable install): dbt/ beside pipelines/ (no package of that name there).
 CHECKOUT_DBT_DIR = Path(__file__).resolve().parents[2] / "dbt"
-SOURCE_SCHEMA_ENV = "OFFSET_LEDGER_SOURCE_SCHEMA"
-DBT_SCHEMA_ENV = "OFFSET_LEDGER_DBT_SCHEMA"
-LOCATION_ROOT_ENV = "OFFSET_LEDGER_DBT_LOCATION_ROOT"
-AUDIT_DIR_ENV = "OFFSET_LEDGER_AUDIT_DIR"
-DEFAULT_SOURCE_SCHEMA = "offset_ledger"
-DEFAULT_DBT_SCHEMA = "offset_ledger_dbt"
+WORK_PREFIX = "offset-ledger-dbt-"
 MARTS = ("forward_translations", "reverse_translations", "resume_audit",
          "failback_duplicates_avoided")
 # Models materialized as Delta tables (marts/audits, intermediate/operation_versions).
@@ -65,8 +62,7 @@ class DbtResult:
     failures: list[str]
 
 
-def dbt_schema() -> str:
-    return os.environ.get(DBT_SCHEMA_ENV, DEFAULT_DBT_SCHEMA)
+dbt_schema = settings.dbt_schema
 
 
 def register_ledger(spark: SparkSession, ledger: Ledger) -> str:
@@ -74,7 +70,7 @@ def register_ledger(spark: SparkSession, ledger: Ledger) -> str:
     ledger.require()
     if not ledger.path_based:
         return ledger.location
-    schema = os.environ.get(SOURCE_SCHEMA_ENV, DEFAULT_SOURCE_SCHEMA)
+    schema = settings.source_schema()
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     for name in SCHEMAS:
         if name in DERIVED and not ledger.exists(name):
@@ -151,10 +147,16 @@ def _copy_tree(source: Traversable, target: Path) -> None:
 def invoke_dbt(command: str, *, select: str | None = None,
                variables: dict[str, Any] | None = None,
                extra_args: list[str] | None = None) -> DbtResult:
-    """Run ``dbt <command>`` on the project in-process; never raises on test failures."""
+    """Run ``dbt <command>`` on the project in-process; never raises on test failures.
+
+    dbt works in a temporary folder: its copy of the project, ``target/`` and ``logs/`` are
+    removed when it returns; ``tables/`` (the Delta files of the table models, unless
+    ``$OFFSET_LEDGER_AUDIT_DIR`` puts them on shared storage) stays while the marts are
+    registered, and goes when the next build replaces them (:func:`build_marts`).
+    """
     from dbt.cli.main import dbtRunner
 
-    work = Path(tempfile.mkdtemp(prefix="offset-ledger-dbt-"))
+    work = Path(tempfile.mkdtemp(prefix=WORK_PREFIX))
     project_dir = work / "project"  # dbt wants a writable project folder: copy it
     _copy_tree(dbt_project(), project_dir)
     args = [command, "--project-dir", str(project_dir),
@@ -164,12 +166,19 @@ def invoke_dbt(command: str, *, select: str | None = None,
     if select:
         args += ["--select", select]
     args += extra_args or []
-    os.environ.setdefault(DBT_SCHEMA_ENV, DEFAULT_DBT_SCHEMA)
+    # dbt reads its settings from the environment (dbt/profiles.yml, the models' configs).
+    os.environ[settings.DBT_SCHEMA] = settings.dbt_schema()
     os.environ.setdefault("DO_NOT_TRACK", "1")  # no usage events: CI and clusters are offline
-    shared = os.environ.get(AUDIT_DIR_ENV)
-    os.environ[LOCATION_ROOT_ENV] = (f"{shared.rstrip('/')}/{work.name}/tables" if shared
-                                     else str(work / "tables"))
-    result = dbtRunner().invoke(args)
+    shared = settings.audit_dir()
+    os.environ[settings.DBT_LOCATION_ROOT] = (f"{shared.rstrip('/')}/{work.name}/tables"
+                                              if shared else str(work / "tables"))
+    try:
+        result = dbtRunner().invoke(args)
+    finally:
+        for used in ("project", "target", "logs"):
+            shutil.rmtree(work / used, ignore_errors=True)
+        if not any(work.iterdir()):
+            work.rmdir()
     statuses: dict[str, str] = {}
     failures: list[str] = []
     if result.exception is not None:
@@ -191,8 +200,7 @@ def build_marts(spark: SparkSession, ledger: Ledger, *, as_of: dict[str, int] | 
     ``variables`` are further dbt vars (``audit_operations``, ``evidence_operations``).
     """
     schema = register_ledger(spark, ledger)
-    for model in TABLE_MODELS:  # each build writes them under a fresh location root
-        spark.sql(f"DROP TABLE IF EXISTS {dbt_schema()}.{model}")
+    _drop_table_models(spark)
     result = invoke_dbt(command, select=select,
                         variables={**(variables or {}), "ledger_schema": schema,
                                    "as_of_versions": as_of or {}})
@@ -200,6 +208,37 @@ def build_marts(spark: SparkSession, ledger: Ledger, *, as_of: dict[str, int] | 
         raise DbtRunError("dbt " + command + " failed:\n  " + "\n  ".join(
             result.failures or ["(no details)"]))
     return result
+
+
+def _drop_table_models(spark: SparkSession) -> None:
+    """Drop the table models (each build writes them under a fresh location root) and remove
+    the temporary folders of the build they came from."""
+    replaced: set[Path] = set()
+    for model in TABLE_MODELS:
+        name = f"{dbt_schema()}.{model}"
+        try:
+            location = spark.sql(f"DESCRIBE DETAIL {name}").first()["location"]
+        except Exception:  # no such table (first build), or not a Delta table
+            location = None
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+        folder = _work_folder(location)
+        if folder is not None:
+            replaced.add(folder)
+    for folder in replaced:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _work_folder(location: str | None) -> Path | None:
+    """The local temporary folder of the dbt run that wrote a table at ``location``
+    (``<tmp>/offset-ledger-dbt-XXXX/tables/<model>``; never in ``$OFFSET_LEDGER_AUDIT_DIR``)."""
+    if not location or not location.startswith(("file:/", "/")):
+        return None
+    path = Path(location.removeprefix("file:"))
+    work = path.parent.parent
+    if (path.parent.name == "tables" and work.name.startswith(WORK_PREFIX)
+            and work.parent.resolve() == Path(tempfile.gettempdir()).resolve()):
+        return work
+    return None
 
 
 def read_mart(spark: SparkSession, mart: str) -> list[dict[str, Any]]:

@@ -4,6 +4,9 @@ Also the ``spark-submit pipelines/checkpoint/job.py`` file and the Databricks en
 ``offset-ledger-checkpoint``. Periodic mode emits checkpoints every
 ``emit.checkpoints.interval.seconds`` and syncs group offsets (when
 ``sync.group.offsets.enabled``) every ``sync.group.offsets.interval.seconds``, like MM2.
+Each pass after the first reads the configuration file again (``ledger.config.reload_config``,
+as ``replicate`` does at its refresh): a group or topic added to the flow's allowlists is
+checkpointed from the next pass, without a restart; the schedule stays as started.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import logging
 import sys
 import time
 
-from ledger.config import Config
+from ledger.config import Config, reload_config
 from ledger.errors import first_line
 from ledger.span_refresh import refresh_if_behind
 from pipelines import metrics
@@ -93,6 +96,7 @@ def _observe(observer: CheckpointObserver | None, config: Config, flow: str,
 
 
 def _run(args: argparse.Namespace, config: Config, observer: CheckpointObserver | None) -> int:
+    """The passes; ``config`` is re-read before every pass but the first (allowlists)."""
     checkpointer = Checkpointer(ledger_engine(config.ledger_location,
                                               "offset-ledger-checkpoint"), config)
     emit_every = max(1, config.emit_checkpoints_interval_seconds)
@@ -102,6 +106,8 @@ def _run(args: argparse.Namespace, config: Config, observer: CheckpointObserver 
     passes = 0
     while True:
         started = time.monotonic()
+        if passes:
+            config = checkpointer.config = reload_config(config)
         do_sync = want_sync and (args.once or started - last_sync >= sync_every)
         result = checkpointer.run(args.flow, groups=args.group, sync=do_sync)
         if do_sync:

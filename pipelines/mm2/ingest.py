@@ -41,7 +41,7 @@ from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ledger.config import ClusterConfig, Config, FlowConfig
+from ledger.config import ClusterConfig, Config, FlowConfig, reload_config
 from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
 from ledger.records import CheckpointRecord, ProgressRecord, rows
@@ -367,6 +367,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     passes = 0
     while True:
         started = time.monotonic()
+        if passes:  # the file as it is now, as replicate and checkpoint read it at a refresh
+            config = reload_config(config)
         result = ingest_once(spark, config, args.flow, args.connect_offsets_topic)
         print(result.summary(), flush=True)
         passes += 1

@@ -33,6 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ from pipelines.replicate.sink import (
     DeliveryError,
     PartitionDeliveries,
 )
+
+log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 10_000
 # A range that yields nothing (no record, no end-of-partition) for this long fails.
@@ -147,8 +150,9 @@ def _copy(ranges: Sequence[CopyRange], consumer_config: dict[str, Any],
     except Exception as exc:  # bad client settings: every range fails alike
         return [_result(o, f"cannot create Kafka clients: {first_line(exc)}")
                 for o in opened.values()]
+    zero: dict[str, Any] = {"config": producer_config}
     try:
-        _consume_and_produce(consumer, producer, opened, max_bytes, producer_config)
+        _consume_and_produce(consumer, producer, opened, max_bytes, zero)
         remaining = producer.flush(flush_timeout_s)
         if remaining:
             for o in opened.values():
@@ -159,6 +163,7 @@ def _copy(ranges: Sequence[CopyRange], consumer_config: dict[str, Any],
             o.error = o.error or _classified(exc, o, producer_config, target_watch)
     finally:
         consumer.close()
+        close_epoch_zero(zero)
     for o in opened.values():
         if o.error is None and (o.deliveries.failures or target_watch.fatal):
             o.error = _classified(" ".join(o.deliveries.failures[:1]) or "fatal producer error",
@@ -182,7 +187,7 @@ def _classified(exc: Any, o: _Open, producer_config: Mapping[str, Any],
 
 
 def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, int], _Open],
-                         max_bytes: int | None, producer_config: Mapping[str, Any]) -> None:
+                         max_bytes: int | None, zero: dict[str, Any]) -> None:
     from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, TopicPartition
 
     consumer.assign([TopicPartition(o.range.topic, o.range.partition, o.range.start)
@@ -190,7 +195,6 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
     active = sum(1 for o in opened.values() if not o.done)
     produce, poll, consume = producer.produce, producer.poll, consumer.consume
     limit = max_bytes or 0
-    zero: dict[str, Any] = {"config": producer_config}
     last_progress = time.monotonic()
     while active:
         msgs = consume(CONSUME_BATCH, 0.5)
@@ -337,6 +341,17 @@ def _produce_epoch_zero(producer: Any, d: PartitionDeliveries, upstream: int, ke
         d.failures.append(f"timestamp 0 of upstream record {upstream} became {meta.timestamp}")
         return
     d.delivered.append(meta.offset)
+
+
+def close_epoch_zero(zero: dict[str, Any]) -> None:
+    """Close the kafka-python producer ``_produce_epoch_zero`` opened, if it did (its records
+    were all acknowledged: each send was waited for)."""
+    producer = zero.pop("producer", None)
+    if producer is not None:
+        try:
+            producer.close(timeout=FLUSH_TIMEOUT_S)
+        except Exception as exc:  # closing is cleanup: the records are already acknowledged
+            log.warning("closing the timestamp-0 producer failed: %s", first_line(exc))
 
 
 def _python_producer(config: Mapping[str, Any]) -> Any:

@@ -38,6 +38,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ledger import settings
 from ledger.errors import first_line
 from pipelines.replicate import plan
 from pipelines.replicate.copy_task import CopyRange, RangeResult, copy_group, copy_ranges
@@ -45,14 +46,13 @@ from pipelines.replicate.copy_task import CopyRange, RangeResult, copy_group, co
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("auto", "spark", "local")
-MASTER_ENV_VAR = "OFFSET_LEDGER_SPARK_MASTER"
 
 
 def local_master() -> str | None:
     """The ``local[...]`` master a plain program's Spark session would get, else None."""
-    if os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+    if settings.under_launcher():
         return None  # the launcher's configuration decides, and it may be a cluster
-    master = os.environ.get(MASTER_ENV_VAR, "local[*]")
+    master = settings.spark_master()
     return master if master.startswith("local") else None
 
 

@@ -61,7 +61,6 @@ if __package__ in (None, ""):  # `spark-submit pipelines/replicate/job.py`: make
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
-import dataclasses
 import logging
 import signal
 import threading
@@ -69,8 +68,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ledger.config import Config, load_config
-from ledger.errors import OffsetLedgerError, first_line
+from ledger.config import Config, reload_config
+from ledger.errors import first_line
 from ledger.policy import ReplicationPolicy
 from pipelines import metrics
 from pipelines.cli import add_flow_arguments, job_main
@@ -211,7 +210,7 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
                                        observers=observers)
         _attach(observer, streamer.r)
         try:
-            streamer.run(stop, interval_s=interval_s, refresh_s=refresh_s, reload=_reload)
+            streamer.run(stop, interval_s=interval_s, refresh_s=refresh_s, reload=reload_config)
         finally:
             streamer.close()
         return streamer.result
@@ -222,7 +221,7 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
     try:
         while not stop.is_set():
             if time.monotonic() >= next_refresh:
-                replicator.refresh(_reload(config))
+                replicator.refresh(reload_config(config))
                 next_refresh = time.monotonic() + refresh_s
             else:
                 replicator.heartbeat()
@@ -258,19 +257,6 @@ def _observe(observer: ReplicationObserver | None, replicator: FlowReplicator,
         except Exception as exc:
             log.warning("end offsets of topics set aside not read: %s", first_line(exc))
     observer.measured(ends, replicator.positions, aside, measured_at)
-
-
-def _reload(config: Config) -> Config:
-    """The configuration file as it is now (allowlists edited by ``topics --add`` ...)."""
-    if not config.path:
-        return config
-    try:
-        fresh = load_config(config.path)
-    except OffsetLedgerError as exc:
-        log.error("configuration %s not reloaded, keeping the previous one: %s", config.path, exc)
-        return config
-    # A --ledger-location override given on the command line stays.
-    return dataclasses.replace(fresh, ledger_location=config.ledger_location)
 
 
 # --- command line ----------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import sys
 import time
 import uuid
@@ -30,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger import settings
 from ledger.config import Config, FlowConfig
 from ledger.records import ProgressRecord
 from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
@@ -326,7 +326,7 @@ def _use_driver_python_locally(spark: Any) -> None:
     # unless PYSPARK_PYTHON chose another, rather than PySpark's default `python3` from PATH.
     sc = spark.sparkContext
     if sc.master.startswith("local") and sc.pythonExec in ("python3", "python"):
-        sc.pythonExec = os.environ.get("PYSPARK_PYTHON") or sys.executable
+        sc.pythonExec = settings.pyspark_python() or sys.executable
 
 
 def _warn_if_speculative(spark: Any) -> None:

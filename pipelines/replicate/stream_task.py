@@ -40,7 +40,11 @@ from typing import Any
 
 from ledger.errors import first_line
 from pipelines.replicate import channel
-from pipelines.replicate.copy_task import _produce_epoch_zero, _produce_when_queue_drains
+from pipelines.replicate.copy_task import (
+    _produce_epoch_zero,
+    _produce_when_queue_drains,
+    close_epoch_zero,
+)
 from pipelines.replicate.sink import FLUSH_TIMEOUT_S, DeliveryError, PartitionDeliveries
 
 log = logging.getLogger(__name__)
@@ -116,6 +120,7 @@ def run(spec: StreamSpec) -> None:
     finally:
         consumer.close()
         control.close()
+        close_epoch_zero(copier.zero)
 
 
 class _Copier:

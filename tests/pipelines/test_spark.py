@@ -31,7 +31,8 @@ def test_jars_dir_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monke
     assert jars_dir("spark") == tmp_path / "spark"
     (tmp_path / "spark").mkdir()
     (tmp_path / "spark" / "delta-spark_2.13-4.0.1.jar").write_bytes(b"")
-    with pytest.raises(SparkSetupError, match=r"missing in .*: delta-storage .*OFFSET_LEDGER_JARS"):
+    with pytest.raises(SparkSetupError,
+                       match=r"missing in .*: delta-storage .*OFFSET_LEDGER_JARS_DIR"):
         spark_jars()
     (tmp_path / "spark" / "delta-storage-4.0.1.jar").write_bytes(b"")
     (tmp_path / "spark" / "other.jar").write_bytes(b"")

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.span_snapshots import SpanSnapshot
@@ -15,6 +22,8 @@ from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
 pytestmark = pytest.mark.e2e
+
+CLI = str(Path(sys.executable).with_name("offset-ledger"))
 
 
 def no_jvm(*args, **kwargs):
@@ -85,3 +94,47 @@ def test_checkpoint_pass_records_translates_and_syncs_under_mm2_rules(spark, mak
     assert [(r["direction"], r["source_topic"], r["target_topic"], r["target_offset"])
             for r in rev] == [("reverse", replica, topic, 33)]
     assert kafka_offsets.list_offsets(primary, "committed", group=reader) == {}
+
+
+def _checkpointed_groups(location: str) -> set[str]:
+    path = Path(location) / CHECKPOINTS
+    if not (path / "_delta_log").is_dir():
+        return set()
+    return set(DeltaTable(str(path)).to_pyarrow_table(columns=["group_id"])
+               .column("group_id").to_pylist())
+
+
+def test_continuous_checkpoint_picks_up_a_group_added_to_the_allowlist(spark, make_config,
+                                                                       unique, tmp_path):
+    first, added = unique("cpa-g"), unique("cpb-g")
+    config = make_config(flows={"P->B": {"topics": ["cpa-.*"], "groups": ["cpa-.*"]},
+                                "B->P": True},
+                         emit={"checkpoints": {"interval": {"seconds": 1}}})
+    primary, topic = config.cluster("P"), unique("cpa-t")
+    kafka_admin.create_topic(primary, topic, 1)
+    produce(primary, topic, [f"v{i}" for i in range(10)], 1)
+    replicate_once(spark, config, "P->B")
+    consume(primary, first, [topic], limit=4)
+    consume(primary, added, [topic], limit=6)
+    job = subprocess.Popen([CLI, "checkpoint", "--flow", "P->B", "--config", config.path],
+                           env={**os.environ, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / "st")},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def wait_for(group: str) -> set[str]:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and job.poll() is None:
+                seen = _checkpointed_groups(config.ledger_location)
+                if group in seen:
+                    return seen
+                time.sleep(0.5)  # polling a condition (the job's ledger), not a fixed wait
+            raise AssertionError(f"no checkpoint of {group}; job: {job.poll()}")
+
+        assert added not in wait_for(first)  # outside the allowlist while it is not added
+        assert cli.main(["groups", "--source", "P", "--target", "B", "--add", "cpb-.*",
+                         "--config", config.path]) == 0
+        wait_for(added)  # the running job re-read the file: no restart
+        assert job.poll() is None
+    finally:
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=60)
+    assert "Traceback" not in err, err

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger import settings
 from ledger.schemas import OFFSET_SYNCS
 from pipelines.replicate import topics
 from tests.pipelines.replicate.kafka_io import (
@@ -45,7 +46,6 @@ COMMIT_S = 1.0
 PER_TICK, TICK_S = 15, 0.2  # the load: at most 75 records/s
 # Ten kills, as the replication engine promises; each costs a job start (a second or two, no
 # JVM) and a commit: about a minute per mode on 2 cores. OFFSET_LEDGER_TEST_KILLS changes it.
-KILLS = int(os.environ.get("OFFSET_LEDGER_TEST_KILLS", "10"))
 
 
 def _newest_append(location: str) -> int:
@@ -58,6 +58,7 @@ def _newest_append(location: str) -> int:
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_kill_9_repeatedly_under_load_then_topic_changes(make_config, unique, tmp_path,
                                                         exactly_once):
+    kills = settings.test_kills()
     topic = unique("load")
     config = make_config(flows={"P->B": {"topics": [f"{topic}.*"]}},
                          exactly={"once": {"enabled": exactly_once}})
@@ -82,7 +83,7 @@ def test_kill_9_repeatedly_under_load_then_topic_changes(make_config, unique, tm
     log = (tmp_path / "job.log").open("w")
     job = None
     try:
-        for k in range(KILLS + 1):
+        for k in range(kills + 1):
             before = _newest_append(config.ledger_location)
             job = subprocess.Popen([*command, "--interval", "0.5", "--commit-interval",
                                     str(COMMIT_S)], cwd=tmp_path, env=env,
@@ -94,7 +95,7 @@ def test_kill_9_repeatedly_under_load_then_topic_changes(make_config, unique, tm
                 assert time.monotonic() < deadline, "no runs recorded in time"
                 time.sleep(0.2)
             time.sleep(rng.uniform(0, 1.5))  # a random point: copying, reporting, committing
-            last = k == KILLS
+            last = k == kills
             os.killpg(job.pid, signal.SIGTERM if last else signal.SIGKILL)
             assert job.wait(90) == (0 if last else -signal.SIGKILL)
     finally:
@@ -133,4 +134,4 @@ def test_kill_9_repeatedly_under_load_then_topic_changes(make_config, unique, tm
                 mapped = [u + k for part, u, _, n in runs if part == q for k in range(n)]
                 assert len(mapped) == len(set(mapped)), f"partition {q}: an offset mapped twice"
         else:
-            assert 0 <= extra <= KILLS * PER_TICK / TICK_S * COMMIT_S, extra
+            assert 0 <= extra <= kills * PER_TICK / TICK_S * COMMIT_S, extra

@@ -1,0 +1,53 @@
+"""ledger.settings: every environment variable read at use, typed, with its default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledger import settings
+
+pytestmark = pytest.mark.unit
+
+
+def test_read_at_call_time_not_at_import(monkeypatch):
+    monkeypatch.delenv(settings.SHUFFLE, raising=False)
+    assert settings.shuffle_partitions() == 4
+    monkeypatch.setenv(settings.SHUFFLE, "8")
+    assert settings.shuffle_partitions() == 8
+    monkeypatch.setenv(settings.STATE_DIR, "/x/state")
+    assert settings.state_dir() == Path("/x/state")
+    monkeypatch.setenv(settings.SPARK_UI, "TRUE")
+    assert settings.spark_ui() is True
+
+
+def test_empty_means_default(monkeypatch):
+    for name in (settings.SPARK_MASTER, settings.BROKER_START_TIMEOUT, settings.JARS_DIR,
+                 settings.CONFIG):
+        monkeypatch.setenv(name, "  ")
+    assert settings.spark_master() == "local[*]"
+    assert settings.broker_start_timeout() == 90.0
+    assert settings.jars_dir() is None
+    assert settings.config_path() is None
+
+
+@pytest.mark.parametrize(("name", "value", "read"), [
+    (settings.SHUFFLE, "four", settings.shuffle_partitions),
+    (settings.BROKER_START_TIMEOUT, "-1", settings.broker_start_timeout),
+    (settings.TEST_KILLS, "2.5", settings.test_kills),
+])
+def test_a_wrong_value_names_the_variable(monkeypatch, name, value, read):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(settings.SettingError, match=rf"\${name} must be"):
+        read()
+
+
+def test_where_we_run(monkeypatch):
+    for name in settings.RUNTIME_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert not settings.under_launcher() and not settings.other_default_fs()
+    monkeypatch.setenv(settings.HADOOP_CONF_DIR, "/etc/hadoop")
+    assert settings.other_default_fs() and not settings.under_launcher()
+    monkeypatch.setenv(settings.PYSPARK_GATEWAY_PORT, "4040")
+    assert settings.under_launcher() and not settings.on_databricks()
