@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -85,11 +86,13 @@ def test_audit_missing_ledger_is_an_error(tmp_path, capsys):
     assert "ledger tables missing" in capsys.readouterr().err
 
 
-def test_evidence_audit_equals_time_travel(spark, config_path):
-    """Every operation audited from its recorded evidence answers as time travel does."""
+def test_evidence_audit_equals_time_travel(spark, config_path, tmp_path, monkeypatch):
+    """Every operation audited from its recorded evidence answers as time travel does; dbt's
+    temporary folders go (the last build's marts stay while they are registered)."""
     from ledger.config import load_config
     from pipelines.audit.audit import run_audit
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     config = load_config(config_path)
     travelled = run_audit(spark, config)
     from_evidence = run_audit(spark, config, evidence=True)
@@ -106,6 +109,8 @@ def test_evidence_audit_equals_time_travel(spark, config_path):
     # By age alone (the Databricks dbt task): every reference operation is years old.
     by_age = run_audit(spark, config, variables={"time_travel_days": 30})
     assert {r["audit_source"] for r in by_age["resume_audit"]} == {"recorded_evidence"}
+    (left,) = tmp_path.glob("offset-ledger-dbt-*")  # three builds: the last one's marts
+    assert [p.name for p in left.iterdir()] == ["tables"]
 
 
 DUPLICATES = ("operation_id", "topic", "partition_id", "records_read_on_replica",
