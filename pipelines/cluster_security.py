@@ -200,7 +200,7 @@ def recorded_mode(data_dir: Path) -> str | None:
 
 def grant(client_config: Mapping[str, Any], principal: str, resource: str, name: str,
           operations: list[str], pattern: str = "LITERAL", permission: str = "ALLOW") -> None:
-    """Create ACLs (as the super user): ``resource`` is TOPIC, GROUP, CLUSTER or
+    """Create ACLs (as the super user): ``resource`` is TOPIC, GROUP, BROKER (the cluster) or
     TRANSACTIONAL_ID, ``pattern`` LITERAL or PREFIXED, ``operations`` e.g. ["READ"],
     ``permission`` ALLOW or DENY (a DENY wins over any ALLOW)."""
     from confluent_kafka.admin import (

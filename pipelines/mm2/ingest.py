@@ -25,6 +25,10 @@ Invariants:
       between the append and the position update writes nothing twice.
     * A record that does not decode stops the pass with an error before anything is written.
     * Records are read up to the end offsets measured at the start of the pass.
+    * Kafka errors are classified (``pipelines.kafka_errors``): both clusters are probed before
+      Spark starts (a wrong password or TLS problem: exit 2), and both internal topics are
+      checked readable before the ledger is touched (a missing READ ACL is one line naming it,
+      exit 2, nothing written). Only MM2's Connect offsets topic is optional (a warning).
 """
 
 from __future__ import annotations
@@ -55,8 +59,9 @@ from ledger.schemas import (
 )
 from ledger.tables import Ledger
 from ledger.writer import WRITTEN_AT_STEP
-from pipelines import kafka_offsets
+from pipelines import kafka_errors, kafka_offsets
 from pipelines.cli import add_flow_arguments
+from pipelines.kafka_errors import KafkaAccessError
 from pipelines.mm2 import formats
 
 log = logging.getLogger(__name__)
@@ -113,19 +118,57 @@ def sources(config: Config, flow: FlowConfig) -> tuple[Source, Source]:
     return syncs, Source(config.cluster(flow.target), formats.checkpoints_topic(flow.source, sep))
 
 
+def _consumer(source: Source) -> tuple[Consumer, kafka_errors.ErrorWatch]:
+    config, watch = kafka_errors.watched(source.cluster.client_config(**{
+        "group.id": "offset-ledger-mm2-ingest", "enable.auto.commit": False,
+        "enable.partition.eof": False, "log_level": 0}))
+    return Consumer(config), watch
+
+
+def _read_error(source: Source, error: object, consumer: Consumer,
+                watch: kafka_errors.ErrorWatch, doing: str) -> OffsetLedgerError:
+    """A failed read of an MM2 internal topic, classified: a missing ACL, a wrong password or
+    a TLS problem is named as what it is (with what to fix); anything else is an IngestError."""
+    kafka_errors.serve(consumer, 0.1)
+    problem = kafka_errors.classify(error, source.cluster.alias, source.cluster.properties,
+                                    operation="READ", resource=f"topic {source.topic}",
+                                    watch=watch)
+    if problem.kind in (kafka_errors.OTHER, kafka_errors.UNKNOWN_TOPIC):
+        return IngestError(f"cluster {source.cluster.alias}: {doing} {source.topic} "
+                           f"(is MirrorMaker 2 running this flow?): {problem.message}")
+    return KafkaAccessError.of(problem)
+
+
+def check_readable(source: Source) -> None:
+    """Raise the classified error unless ``source`` exists and may be read (before anything is
+    written). It is looked up by name: Kafka answers "not authorized" for a topic one may not
+    describe, existing or not, and that is an error naming the ACL, never "does not exist"."""
+    from pipelines import kafka_admin
+
+    found = kafka_admin.describe_topics(source.cluster, [source.topic], "READ")[source.topic]
+    if isinstance(found, KafkaAccessError):
+        if found.kind == kafka_errors.UNKNOWN_TOPIC:
+            raise IngestError(f"cluster {source.cluster.alias}: no topic {source.topic} (is "
+                              "MirrorMaker 2 running this flow?)")
+        raise found
+
+
 def read_topic(source: Source, start: int | None, partition: int = 0) -> tuple[list[Record], int]:
     """Records of one partition from ``start`` (or the log start) up to the current end.
 
     Returns the records and the end offset that was read up to.
     """
-    consumer = Consumer(source.cluster.client_config(**{
-        "group.id": "offset-ledger-mm2-ingest", "enable.auto.commit": False,
-        "enable.partition.eof": False, "log_level": 0}))
+    consumer, watch = _consumer(source)
     try:
         try:
             tp = [(source.topic, partition)]
             low = kafka_offsets.list_offsets(source.cluster, "earliest", tp)[tp[0]]
             high = kafka_offsets.list_offsets(source.cluster, "latest", tp)[tp[0]]
+        except KafkaAccessError as exc:
+            if exc.kind not in (kafka_errors.OTHER, kafka_errors.UNKNOWN_TOPIC):
+                raise  # classified: a missing ACL, a wrong password, TLS...
+            raise IngestError(f"cluster {source.cluster.alias}: cannot read {source.topic} "
+                              f"(is MirrorMaker 2 running this flow?): {exc}") from None
         except OffsetLedgerError as exc:
             raise IngestError(f"cluster {source.cluster.alias}: cannot read {source.topic} "
                               f"(is MirrorMaker 2 running this flow?): {exc}") from None
@@ -142,8 +185,7 @@ def read_topic(source: Source, start: int | None, partition: int = 0) -> tuple[l
                                   f"stalled at {next_offset}/{high}")
             for msg in consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT_S):
                 if msg.error():
-                    raise IngestError(f"cluster {source.cluster.alias}: reading "
-                                      f"{source.topic}: {msg.error()}")
+                    raise _read_error(source, msg.error(), consumer, watch, "reading")
                 if msg.offset() >= high:
                     continue
                 records.append(Record(msg.offset(), msg.timestamp()[1], msg.key(), msg.value()))
@@ -296,9 +338,11 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
     """One pass: everything MM2 wrote since the last pass, into the ledger."""
     flow = config.flow(flow_name)
     policy = ReplicationPolicy.from_config(config)
+    syncs_src, cps_src = sources(config, flow)
+    for source in (syncs_src, cps_src):
+        check_readable(source)  # nothing is written (not even the tables) when one is not
     ledger = Ledger(spark, config.ledger_location)
     ledger.init()
-    syncs_src, cps_src = sources(config, flow)
     offsets_src = Source(config.cluster(flow.target),
                          connect_offsets_topic or default_connect_offsets_topic(config, flow))
     result = IngestResult(flow.name, syncs_src.topic, cps_src.topic)
@@ -358,9 +402,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    from pipelines import preflight
     from pipelines.spark import get_spark
 
-    config.flow(args.flow)  # unknown aliases fail before Spark starts
+    flow = config.flow(args.flow)  # unknown aliases fail before Spark starts
+    for alias in (flow.source, flow.target):  # a wrong password or TLS problem too
+        preflight.check_reachable(config.cluster(alias))
     spark = get_spark("offset-ledger-ingest-mm2")
     every = args.interval if args.interval is not None else max(
         1, config.emit_checkpoints_interval_seconds)

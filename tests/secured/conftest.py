@@ -10,6 +10,7 @@ what the docs promise.
 from __future__ import annotations
 
 import json
+import secrets
 import time
 import uuid
 from collections.abc import Iterator
@@ -154,6 +155,41 @@ def create_topic(pair: SecuredPair, alias: str, topic: str, partitions: int) -> 
 
     admin = AdminClient(pair.admin(alias))
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+
+
+def add_scram_user(pair: SecuredPair, user: str) -> str:
+    """A SCRAM-SHA-512 user created on both clusters as ``admin`` (for a peer such as MM2);
+    returns its generated password."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    password = secrets.token_urlsafe(18)
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode())
+    for alias in ALIASES:
+        admin = AdminClient({**pair.admin(alias), "log_level": 0})
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=30)
+    return password
+
+
+def java_client_properties(pair: SecuredPair, user: str, password: str) -> dict[str, str]:
+    """A Java Kafka client's settings (per alias, ``<alias>.`` prefixed as MirrorMaker 2 takes
+    them) for SCRAM-SHA-512 over TLS with the pair's CA as a PEM truststore."""
+    jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{user}" password="{password}";')
+    out: dict[str, str] = {}
+    for alias in ALIASES:
+        out.update({f"{alias}.security.protocol": "SASL_SSL",
+                    f"{alias}.sasl.mechanism": cluster_security.MECHANISM,
+                    f"{alias}.sasl.jaas.config": jaas,
+                    f"{alias}.ssl.truststore.type": "PEM",
+                    f"{alias}.ssl.truststore.location": str(pair.clusters.material.ca)})
+    return out
 
 
 def unique(prefix: str) -> str:

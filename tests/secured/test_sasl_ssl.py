@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import cli, kafka_offsets
+from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.cluster_security import make_ca
 from tests.secured.conftest import (
     create_topic,
@@ -183,6 +183,7 @@ def test_wrong_password_is_named_not_unreachable(spark, pair, tmp_path, capsys):
 
     refused("replicate", "--flow", "P->B", "--once")
     refused("failover", "--group", "G", "--from", "P", "--to", "B")
+    refused("ingest", "mm2", "--flow", "P->B", "--once")
     assert not (tmp_path / "ledger").exists(), "something was written"
     assert cli.main(["ledger", "init", "--config", config.path]) == 0
     refused("status", "--flow", "P->B", "--format", "json", exit_code=3)
@@ -297,3 +298,97 @@ def test_copy_tasks_as_spark_tasks_and_a_continuous_run(spark, pair, tmp_path, c
         thread.join(60)
     assert sum(kafka_offsets.list_offsets(config.cluster("B"), "latest", replica).values()) == 300
     assert result["r"].errors == {}
+
+
+def mm2_acls(pair, user: str, topic_prefix: str) -> None:
+    """MirrorMaker 2's own ACLs (its user, not the replicator's): read the source topics and
+    keep its offset-syncs topic on P; on B write the replicas, its checkpoints and Connect's
+    internal topics. Nothing on ``heartbeats`` (heartbeats off): MM2 leaves the topics the
+    other tests' replicator writes alone."""
+    everything = ["ALL"]
+    pair.grant("P", user, "TOPIC", topic_prefix, ["READ", "DESCRIBE", "DESCRIBE_CONFIGS"],
+               "PREFIXED")
+    pair.grant("P", user, "TOPIC", "mm2-", everything, "PREFIXED")
+    pair.grant("B", user, "TOPIC", f"P.{topic_prefix}", everything, "PREFIXED")
+    pair.grant("B", user, "TOPIC", "mm2-", everything, "PREFIXED")
+    pair.grant("B", user, "TOPIC", "P.checkpoints.internal", everything)
+    for alias in ("P", "B"):
+        pair.grant(alias, user, "GROUP", "*", everything)
+        pair.grant(alias, user, "BROKER", "kafka-cluster", ["DESCRIBE", "DESCRIBE_CONFIGS"])
+
+
+def test_ingest_mm2_from_a_secured_mirrormaker_then_translate(spark, pair, tmp_path, capsys):
+    """A real MirrorMaker 2 with its own SCRAM user and ACLs replicates P->B; the replicator
+    ingests its syncs and checkpoints with only the READs docs/security.md lists for
+    ``ingest mm2`` (a missing one is named, exit 2, nothing written), then translates."""
+    from pipelines.mm2.ingest import Source, read_topic
+    from tests.pipelines.mm2.mm2_process import (
+        MirrorMaker2,
+        await_checkpointed,
+        mm2_properties,
+        new_run_id,
+    )
+    from tests.secured.conftest import add_scram_user, java_client_properties
+
+    prefix = "mm2s-"
+    topic, group = unique(prefix), unique("mm2sg-")
+    create_topic(pair, "P", topic, PARTITIONS)
+    produce(pair.admin("P"), topic, [f"m{i}" for i in range(600)], PARTITIONS)
+    admin = pair.config(tmp_path / "admin", user="admin",
+                        flows={"P->B": {"topics": [topic]}, "B->P": False})
+    committed = {0: 30, 1: 145, 2: 160}  # away from MM2's sync points (0, 100, ...)
+    kafka_admin.alter_group_offsets(admin.cluster("P"), group,
+                                    {(topic, p): o for p, o in committed.items()})
+    mm2_password = add_scram_user(pair, "mm2")
+    mm2_acls(pair, "mm2", prefix)
+    props = mm2_properties(pair.clusters.bootstrap("P"), pair.clusters.bootstrap("B"),
+                           topics=f"{prefix}.*", groups="mm2sg-.*", run_id=new_run_id(),
+                           extra={**java_client_properties(pair, "mm2", mm2_password),
+                                  "sync.topic.acls.enabled": "false",
+                                  "sync.group.offsets.enabled": "false",
+                                  "emit.heartbeats.enabled": "false"})
+    mm2 = MirrorMaker2(tmp_path / "mm2", props).start()
+    try:
+        mm2_cps = await_checkpointed(admin, mm2, topic, group, committed)
+    finally:
+        mm2.stop()  # what follows reads what MM2 wrote; it need not run on
+    syncs_topic = "mm2-offset-syncs.B.internal"
+    records, _ = read_topic(Source(admin.cluster("P"), syncs_topic), None)
+    assert records, "MM2 wrote no offset-sync"
+
+    grant_replicator(pair, "P", "B", [topic])
+    for name in ("P.checkpoints.internal", mm2.connect_offsets_topic):
+        pair.grant("B", "replicator", "TOPIC", name, ["READ"])
+    config = pair.config(tmp_path / "replicator",
+                         flows={"P->B": {"topics": [topic]}, "B->P": False})
+    ingest = ["ingest", "mm2", "--flow", "P->B", "--once", "--config", config.path,
+              "--connect-offsets-topic", mm2.connect_offsets_topic]
+    outputs: list[str] = []
+
+    # Without READ on MM2's offset-syncs topic: the ACL is named, nothing is written.
+    code, out, err = run(capsys, *ingest)
+    outputs += [out, err]
+    assert code == 2, out + err
+    assert err == (f"error: cluster P: User:replicator is not authorized to READ topic "
+                   f"{syncs_topic}: add ACL --allow-principal User:replicator --operation Read "
+                   f"--topic {syncs_topic} on cluster P\n")
+    assert not (tmp_path / "replicator" / "ledger").exists()
+
+    pair.grant("P", "replicator", "TOPIC", syncs_topic, ["READ"])
+    code, out, err = run(capsys, *ingest)
+    outputs += [out, err]
+    assert code == 0, err
+    assert f"ingest mm2 flow P->B: {len(records)} offset-sync(s), {PARTITIONS} checkpoint(s)" \
+        in out, out
+
+    code, out, err = run(capsys, "translate", "--group", group, "--from", "P", "--to", "B",
+                         "--format", "json", "--config", config.path)
+    outputs += [out, err]
+    assert code == 0, err
+    translations = {t["partition"]: t for t in json.loads(out)}
+    for p, c in committed.items():
+        t = translations[p]
+        assert t["status"] == "translated" and t["target_topic"] == f"P.{topic}"
+        assert mm2_cps[p].downstream_offset <= t["offset"] <= c, "never skips, never coarser"
+    assert_no_secret(pair, *outputs, folder=tmp_path / "replicator")
+    assert all(mm2_password not in text for text in outputs)

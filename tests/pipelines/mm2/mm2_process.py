@@ -148,3 +148,64 @@ def await_condition(what: str, check: Callable[[], Any], timeout: float = 300.0,
 
 def new_run_id() -> str:
     return uuid.uuid4().hex[:8]
+
+
+# --- what MM2 has done, read from the clusters (by any user allowed to read them) ------------
+
+
+def ends(cluster: Any, topic: str) -> dict[int, int]:
+    """End offset of every partition of ``topic``."""
+    from pipelines import kafka_admin, kafka_offsets
+
+    partitions = kafka_admin.list_topics(cluster)[topic]
+    return {p: hw for p, (_, hw) in kafka_offsets.watermarks(cluster, topic, partitions).items()}
+
+
+def replicated(config: Any, topic: str) -> bool:
+    """MM2 has copied every record of ``topic`` to ``P.<topic>`` on B."""
+    from pipelines import kafka_admin
+
+    if f"P.{topic}" not in kafka_admin.list_topics(config.cluster("B")):
+        return False
+    return ends(config.cluster("B"), f"P.{topic}") == ends(config.cluster("P"), topic)
+
+
+def mm2_checkpoints(config: Any, group: str) -> dict[int, Any]:
+    """MM2's latest checkpoint per partition of ``group`` in P.checkpoints.internal on B."""
+    from pipelines.mm2 import formats
+    from pipelines.mm2.ingest import Source, read_topic
+
+    records, _ = read_topic(Source(config.cluster("B"), "P.checkpoints.internal"), None)
+    latest = {}
+    for r in records:
+        cp = formats.decode_checkpoint(r.key, r.value)
+        if cp.group == group:
+            latest[cp.partition] = cp
+    return latest
+
+
+def mm2_committed_all(config: Any, mm2: MirrorMaker2, topic: str) -> bool:
+    """MM2's Connect offsets say every record of ``topic`` was acknowledged by B."""
+    from pipelines.mm2.ingest import Source, connect_offsets, read_all_partitions
+
+    records = read_all_partitions(Source(config.cluster("B"), mm2.connect_offsets_topic))
+    latest = connect_offsets(config.flow("P->B"), records)
+    end = ends(config.cluster("P"), topic)
+    return all(latest.get((topic, p)) is not None and latest[(topic, p)].offset + 1 == end[p]
+               for p in end)
+
+
+def await_checkpointed(config: Any, mm2: MirrorMaker2, topic: str, group: str,
+                       committed: Mapping[int, int]) -> dict[int, Any]:
+    """Wait until MM2 has replicated every record of ``topic``, committed its source offsets
+    and checkpointed ``group``'s commits (``{partition: offset}``) of it; MM2's checkpoints."""
+    await_condition("MM2 to replicate the topic", lambda: replicated(config, topic), mm2=mm2)
+    await_condition("MM2 to commit its source offsets",
+                    lambda: mm2_committed_all(config, mm2, topic), mm2=mm2)
+
+    def checkpointed() -> dict[int, Any] | None:
+        latest = mm2_checkpoints(config, group)
+        return latest if len(latest) == len(committed) and all(
+            latest[p].upstream_offset == committed[p] for p in latest) else None
+
+    return await_condition("MM2 checkpoints of the group", checkpointed, mm2=mm2)

@@ -12,9 +12,15 @@ from ledger.schemas import OFFSET_SYNCS, OPERATIONS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
 from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.mm2 import formats
-from pipelines.mm2.ingest import Source, connect_offsets, read_all_partitions, read_topic
+from pipelines.mm2.ingest import Source, read_topic
 from pipelines.workload import consume, produce
-from tests.pipelines.mm2.mm2_process import await_condition
+from tests.pipelines.mm2.mm2_process import (
+    await_checkpointed,
+    await_condition,
+    ends,
+    mm2_committed_all,
+    replicated,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 
@@ -22,42 +28,11 @@ PARTITIONS = 3
 OFFSET_LAG_MAX = 100  # MM2's default: a sync at least every 100 downstream offsets
 
 
-def ends(cluster, topic):
-    return {p: hw for p, (_, hw) in kafka_offsets.watermarks(cluster, topic, PARTITIONS).items()}
-
-
-def replicated(config, topic):
-    """MM2 has copied every record of ``topic`` to ``P.<topic>`` on B."""
-    if f"P.{topic}" not in kafka_admin.list_topics(config.cluster("B")):
-        return False
-    return ends(config.cluster("B"), f"P.{topic}") == ends(config.cluster("P"), topic)
-
-
 def mm2_syncs(config, topic):
     records, _ = read_topic(Source(config.cluster("P"), "mm2-offset-syncs.B.internal"), None)
     syncs = [formats.decode_offset_sync(r.key, r.value) for r in records]
     return {(s.partition, s.upstream_offset, s.downstream_offset) for s in syncs
             if s.topic == topic}
-
-
-def mm2_checkpoints(config, group):
-    """MM2's latest checkpoint per partition of ``group`` in P.checkpoints.internal on B."""
-    records, _ = read_topic(Source(config.cluster("B"), "P.checkpoints.internal"), None)
-    latest = {}
-    for r in records:
-        cp = formats.decode_checkpoint(r.key, r.value)
-        if cp.group == group:
-            latest[cp.partition] = cp
-    return latest
-
-
-def mm2_committed_all(config, mm2, topic):
-    """MM2's Connect offsets say every record of ``topic`` was acknowledged by B."""
-    records = read_all_partitions(Source(config.cluster("B"), mm2.connect_offsets_topic))
-    latest = connect_offsets(config.flow("P->B"), records)
-    end = ends(config.cluster("P"), topic)
-    return all(latest.get((topic, p)) is not None and latest[(topic, p)].offset + 1 == end[p]
-               for p in end)
 
 
 def ingest(config, mm2, capsys):
@@ -81,14 +56,7 @@ def test_ingest_then_translate_over_mm2_syncs(spark, mm2, mm2_config, unique, ca
     committed = {0: 130, 1: 145, 2: 260}
     kafka_admin.alter_group_offsets(config.cluster("P"), group,
                                     {(topic, p): o for p, o in committed.items()})
-    await_condition("MM2 to replicate the topic", lambda: replicated(config, topic), mm2=mm2)
-    await_condition("MM2 to commit its source offsets",
-                    lambda: mm2_committed_all(config, mm2, topic), mm2=mm2)
-    mm2_cps = await_condition(
-        "MM2 checkpoints of the group",
-        lambda: (lambda c: c if len(c) == PARTITIONS and all(
-            c[p].upstream_offset == committed[p] for p in c) else None)(
-            mm2_checkpoints(config, group)), mm2=mm2)
+    mm2_cps = await_checkpointed(config, mm2, topic, group, committed)
 
     out = ingest(config, mm2, capsys)
     assert "ingest mm2 flow P->B" in out
