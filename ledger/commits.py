@@ -60,20 +60,22 @@ class CommitConflict(OffsetLedgerError):
     """Another writer committed the same application transaction at the same time."""
 
 
-def _table(location: str, name: str) -> Any:
-    """The table opened with delta-rs, or UNAVAILABLE (see the module invariants)."""
+def _table(location: str, name: str, opened: direct.Tables | None = None) -> Any:
+    """The table opened with delta-rs at its newest version, or UNAVAILABLE (see the module
+    invariants); with ``opened``, the one the caller's reads opened (``direct.open_table``)."""
     root = direct.local_path(location)
     if root is None:
         return UNAVAILABLE
     try:
-        from deltalake import DeltaTable
+        import deltalake  # noqa: F401
     except ImportError:
         return UNAVAILABLE
     path = root / name
     try:
-        if not direct.log_complete(path):
+        newest = direct.complete_version(path)
+        if newest is None:
             return UNAVAILABLE
-        return DeltaTable(str(path))
+        return direct.open_table(path, None, newest, opened)
     except Exception as exc:
         _fallback(location, name, exc)
         return UNAVAILABLE
@@ -146,14 +148,15 @@ def _checkpoint_at_interval(table: Any) -> None:
 
 
 def append_with_txn(location: str, name: str, rows: Sequence[Mapping[str, Any]], *,
-                    app_id: str, version: int) -> direct.Marker:
+                    app_id: str, version: int,
+                    opened: direct.Tables | None = None) -> direct.Marker:
     """Append ``rows`` in one commit carrying the transaction ``(app_id, version)``.
 
     Returns :data:`COMMITTED`, :data:`ALREADY_RECORDED` (nothing written) or
     :data:`UNAVAILABLE` (nothing written here: commit with Spark). Raises
     :class:`CommitConflict` when a concurrent commit of ``app_id`` won.
     """
-    table = _table(location, name)
+    table = _table(location, name, opened)
     if table is UNAVAILABLE:
         return UNAVAILABLE
     from deltalake import CommitProperties, Transaction, write_deltalake
@@ -179,13 +182,13 @@ def append_with_txn(location: str, name: str, rows: Sequence[Mapping[str, Any]],
 
 
 def merge_on_keys(location: str, name: str, rows: Sequence[Mapping[str, Any]],
-                  keys: Iterable[str]) -> direct.Marker:
+                  keys: Iterable[str], opened: direct.Tables | None = None) -> direct.Marker:
     """Upsert ``rows`` on ``keys`` (update all columns, insert new keys) in one commit.
 
     Returns :data:`COMMITTED` or :data:`UNAVAILABLE` (commit with Spark: the upsert is
     idempotent, so a failed attempt here followed by Spark's gives the same table).
     """
-    table = _table(location, name)
+    table = _table(location, name, opened)
     if table is UNAVAILABLE:
         return UNAVAILABLE
     predicate = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
@@ -200,7 +203,8 @@ def merge_on_keys(location: str, name: str, rows: Sequence[Mapping[str, Any]],
     return COMMITTED
 
 
-def append(location: str, name: str, rows: Sequence[Mapping[str, Any]]) -> direct.Marker:
+def append(location: str, name: str, rows: Sequence[Mapping[str, Any]],
+           opened: direct.Tables | None = None) -> direct.Marker:
     """Append ``rows`` in one commit (``Ledger.append`` without a txn pair).
 
     Returns :data:`COMMITTED` or :data:`UNAVAILABLE` (nothing written here: commit with
@@ -208,7 +212,7 @@ def append(location: str, name: str, rows: Sequence[Mapping[str, Any]]) -> direc
     """
     if not rows:
         return COMMITTED
-    table = _table(location, name)
+    table = _table(location, name, opened)
     if table is UNAVAILABLE:
         return UNAVAILABLE
     from deltalake import write_deltalake
@@ -223,10 +227,10 @@ def append(location: str, name: str, rows: Sequence[Mapping[str, Any]]) -> direc
 
 
 def replace_where(location: str, name: str, rows: Sequence[Mapping[str, Any]],
-                  predicate: str) -> direct.Marker:
+                  predicate: str, opened: direct.Tables | None = None) -> direct.Marker:
     """Replace the rows matching the SQL ``predicate`` with ``rows``, in one commit
     (``Ledger.replace``). Returns :data:`COMMITTED` or :data:`UNAVAILABLE`."""
-    table = _table(location, name)
+    table = _table(location, name, opened)
     if table is UNAVAILABLE:
         return UNAVAILABLE
     from deltalake import write_deltalake

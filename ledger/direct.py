@@ -19,7 +19,9 @@ Invariants:
       answer: the caller then reads with Spark, whose errors name the damaged table
       (``ledger.tables.damaged``). Only a table whose folder
       does not exist at all reads as empty (:data:`ABSENT`): no ledger was written there yet.
-    * A query sees one snapshot per table, the newest committed version when it is opened.
+    * A query sees one snapshot per table, the newest committed version when it runs (a table
+      an earlier query of the same command opened is brought up to that version, not
+      replayed again).
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ def log_complete(table: Path) -> bool:
     complaint, where Spark refuses it: every version from the last checkpoint (or from 0) to
     the newest must be there, so that both engines see the same table or this one sees none.
     """
+    return complete_version(table) is not None
+
+
+def complete_version(table: Path) -> int | None:
+    """The newest version of a table whose log is complete (:func:`log_complete`), else
+    ``None``."""
     log_dir = table / "_delta_log"
     versions = sorted(int(p.name[:-5]) for p in log_dir.glob("*.json") if p.name[:-5].isdigit())
     start = 0
@@ -78,10 +86,35 @@ def log_complete(table: Path) -> bool:
     if pointer.exists():
         start = int(json.loads(pointer.read_text())["version"])
         if not any(log_dir.glob(f"{start:020d}.checkpoint*.parquet")):
-            return False
+            return None
         start += 1
-    newest = versions[-1] if versions else start - 1
-    return set(range(start, newest + 1)) <= set(versions) and newest >= 0
+    newest = max(versions[-1] if versions else -1, start - 1)
+    complete = set(range(start, newest + 1)) <= set(versions) and newest >= 0
+    return newest if complete else None
+
+
+Tables = dict[tuple[str, int | None], Any]
+"""Tables one reader opened (``(path, version or None for the newest)`` -> ``DeltaTable``)."""
+
+
+def open_table(path: Path, version: int | None, newest: int, opened: Tables | None) -> Any:
+    """The table at ``version`` (default: ``newest``); with ``opened``, a table this reader
+    opened before is reused (brought up to ``newest`` by the commits after it) instead of
+    replaying its log again: one log replay per table per command."""
+    from deltalake import DeltaTable
+
+    key = (str(path), version)
+    table = None if opened is None else opened.get(key)
+    if table is not None and version is None:
+        if table.version() > newest:  # the log went back (replaced): read it afresh
+            table = None
+        elif table.version() < newest:
+            table.update_incremental()
+    if table is None:
+        table = DeltaTable(str(path), version=version)
+        if opened is not None:
+            opened[key] = table
+    return table
 
 
 def version(location: str, name: str) -> int | Marker:
@@ -110,12 +143,14 @@ def _pylist(table: Any) -> list[dict[str, Any]]:
 
 
 def query(location: str, tables: Mapping[str, str], sql: str,
-          versions: Mapping[str, int] | None = None) -> list[dict[str, Any]] | Marker:
+          versions: Mapping[str, int] | None = None,
+          opened: Tables | None = None) -> list[dict[str, Any]] | Marker:
     """Rows of ``sql`` over ledger tables registered as ``{sql_name: table_name}``.
 
     Each table must have at least the columns of its ledger schema (``ledger.schemas``).
     ``versions`` (``{sql_name: version}``) reads those tables as of a Delta version (time
-    travel, as Spark's ``versionAsOf``).
+    travel, as Spark's ``versionAsOf``). ``opened`` (a dict the caller keeps for one command)
+    reuses the tables opened by its earlier queries (see :func:`open_table`).
 
     Returns :data:`ABSENT` when one of the tables' folders does not exist, :data:`UNAVAILABLE`
     when the ledger cannot be read here (see the module invariants), else the rows as dicts
@@ -125,7 +160,7 @@ def query(location: str, tables: Mapping[str, str], sql: str,
     if root is None:
         return UNAVAILABLE
     try:
-        from deltalake import DeltaTable, QueryBuilder
+        from deltalake import QueryBuilder
     except ImportError:
         return UNAVAILABLE
     paths = {alias: root / name for alias, name in tables.items()}
@@ -136,9 +171,10 @@ def query(location: str, tables: Mapping[str, str], sql: str,
 
         builder = QueryBuilder()
         for alias, path in paths.items():
-            if not log_complete(path):
+            newest = complete_version(path)
+            if newest is None:
                 raise ValueError(f"{tables[alias]}'s Delta log is incomplete")
-            table = DeltaTable(str(path), version=(versions or {}).get(alias))
+            table = open_table(path, (versions or {}).get(alias), newest, opened)
             have = {f.name for f in table.schema().fields}
             missing = [c for c in column_names(tables[alias]) if c not in have]
             if missing:

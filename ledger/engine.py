@@ -106,6 +106,7 @@ class LedgerEngine:
         self._direct = (ledger is None and engine == "auto"
                         and direct.local_path(location) is not None)
         self.declined: str | None = None  # why delta-rs gave way to Spark
+        self._opened: direct.Tables = {}  # one log replay per table for this engine's reads
 
     @classmethod
     def of(cls, ledger: LedgerEngine | Ledger) -> LedgerEngine:
@@ -159,7 +160,7 @@ class LedgerEngine:
         versions = {k: v for k, v in (versions or {}).items() if v is not None}
         if self._direct:
             text = sql.format(partition='"partition"', **{a: a for a in tables})
-            rows = direct.query(self.location, tables, text, versions)
+            rows = direct.query(self.location, tables, text, versions, self._opened)
             if isinstance(rows, list):
                 return [_local_naive(r) for r in rows]
             self.decline("a table is missing" if rows is direct.ABSENT
@@ -203,7 +204,7 @@ class LedgerEngine:
         """delta-rs opens every table with a complete log and the ledger schema's columns."""
         names = list(names)
         rows = direct.query(self.location, {f"t{i}": n for i, n in enumerate(names)},
-                            "SELECT 1 AS one")
+                            "SELECT 1 AS one", opened=self._opened)
         return isinstance(rows, list)
 
     def require(self, *names: str) -> None:
@@ -247,9 +248,9 @@ class LedgerEngine:
         if not rows:
             return
         if self._direct:
-            outcome = (commits.append(self.location, name, rows) if txn is None else
-                       commits.append_with_txn(self.location, name, rows, app_id=txn[0],
-                                               version=txn[1]))
+            outcome = (commits.append(self.location, name, rows, self._opened) if txn is None
+                       else commits.append_with_txn(self.location, name, rows, app_id=txn[0],
+                                                    version=txn[1], opened=self._opened))
             if outcome is not commits.UNAVAILABLE:
                 return
             self.decline(f"delta-rs cannot commit to {name}")
@@ -264,7 +265,8 @@ class LedgerEngine:
             return
         keys = keys or NATURAL_KEYS[name]
         if self._direct:
-            if commits.merge_on_keys(self.location, name, rows, keys) is commits.COMMITTED:
+            if commits.merge_on_keys(self.location, name, rows, keys,
+                                     self._opened) is commits.COMMITTED:
                 return
             self.decline(f"delta-rs cannot commit to {name}")
         self.ledger.merge(name, self._spark_frame(name, rows), keys)
@@ -274,8 +276,8 @@ class LedgerEngine:
         """Replace the rows whose ``column`` equals ``value`` with ``rows``, in one commit."""
         if self._direct:
             predicate = f"{column} = {_string(value)}"
-            if commits.replace_where(self.location, name, rows,
-                                     predicate) is commits.COMMITTED:
+            if commits.replace_where(self.location, name, rows, predicate,
+                                     self._opened) is commits.COMMITTED:
                 return
             self.decline(f"delta-rs cannot commit to {name}")
         from pyspark.sql import functions as F
