@@ -201,11 +201,15 @@ class LedgerEngine:
         return self.ledger.exists(name)
 
     def _readable(self, names: Iterable[str]) -> bool:
-        """delta-rs opens every table with a complete log and the ledger schema's columns."""
-        names = list(names)
-        rows = direct.query(self.location, {f"t{i}": n for i, n in enumerate(names)},
-                            "SELECT 1 AS one", opened=self._opened)
-        return isinstance(rows, list)
+        """Every table is there with a complete Delta log (its file names: nothing is opened).
+
+        A table is opened by the first query that reads it: a verb replays the logs of the
+        tables it reads only. One delta-rs cannot open (a damaged log, a feature it lacks,
+        missing columns) turns the engine to Spark there, which names the damage.
+        """
+        root = direct.local_path(self.location)
+        return root is not None and all(direct.complete_version(root / n) is not None
+                                        for n in names)
 
     def require(self, *names: str) -> None:
         """As ``Ledger.require``: every table (default: all but derived ones) exists and reads;
