@@ -9,23 +9,32 @@ Invariants:
       a self-contained report (``--output``, default ``offset-ledger-audit.html``).
     * An operation whose recorded ledger versions time travel no longer reaches is audited
       from the evidence it recorded (``--evidence``: every operation), and says so.
-    * ``--operation X`` as a table or an HTML card answers from the operation's recorded
+    * ``--operation X`` (a table, an HTML card or JSON) answers from the operation's recorded
       evidence without dbt or a JVM on a path ledger (:mod:`pipelines.audit.operation`: the
-      marts' verdict, audited from recorded evidence). ``--format json`` (the marts, for
-      tools), ``--marts``, ``--group``, ``--as-of-*``, ``--build``, ``--wide`` or an operation
-      without evidence build the dbt marts.
+      marts' verdict, audited from recorded evidence). Its JSON holds the operation's rows of
+      ``resume_audit`` and ``failback_duplicates_avoided`` (the marts' columns), the verdict
+      and the checkpoints of its pass; the group's translation marts
+      (``forward_translations``, ``reverse_translations``: its latest commits translated now)
+      come with ``--marts``. ``--marts``, ``--group``, ``--as-of-*``, ``--build``, ``--wide``
+      or an operation without evidence build the dbt marts.
     * A missing ledger or a failing dbt model exits 2 with ``error: ...``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ledger.config import Config
 from pipelines.cli import job_main
+
+if TYPE_CHECKING:
+    from ledger.records import CheckpointRecord
+    from pipelines.audit.summary import OperationSummary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,21 +58,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dbt build instead of dbt run: also run the data and unit tests")
     parser.add_argument("--marts", action="store_true",
                         help="with --operation: build the dbt marts (time travel at the "
-                             "operation's versions) instead of answering from the evidence "
-                             "it recorded")
+                             "operation's versions; with --format json also the group's "
+                             "translation marts) instead of answering from the evidence it "
+                             "recorded")
 
 
 def _quick(args: argparse.Namespace) -> bool:
-    """``--operation X`` as a table or HTML: answered from its recorded evidence, no dbt."""
-    return bool(getattr(args, "operation", None)) and getattr(
-        args, "format", "table") != "json" and not any(
+    """``--operation X``: answered from its recorded evidence, no dbt."""
+    return bool(getattr(args, "operation", None)) and not any(
         getattr(args, name, None) for name in ("marts", "group", "as_of_version",
                                                "as_of_timestamp", "build", "wide"))
 
 
+def quick_json(summary: OperationSummary, marts: dict[str, list[dict]],
+               checkpoints: list[CheckpointRecord]) -> dict:
+    """``audit --operation X --format json`` from recorded evidence: the verdict, the
+    operation's mart rows and the checkpoints of its pass (JSON-ready)."""
+    from pipelines.audit.audit import jsonable
+
+    verdict = {
+        "operation_id": summary.operation_id, "kind": summary.kind,
+        "group_id": summary.group_id, "from_cluster": summary.from_cluster,
+        "to_cluster": summary.to_cluster, "started_at": summary.started_at,
+        "ready_at": summary.ready_at, "seconds_to_ready": summary.seconds_to_ready,
+        "audit_source": summary.audit_source, "verdict": summary.verdict,
+        "all_match": summary.all_match, "resume_points_translated": summary.translated,
+        "resume_points_matched": summary.matched, "log_starts": summary.log_starts,
+        "duplicates_without_reverse_checkpointing": summary.duplicates_without,
+        "duplicates_with_reverse_checkpointing": summary.duplicates_with,
+        "duplicates_avoided": summary.saved,
+        "untouched": [dataclasses.asdict(u) for u in summary.untouched],
+    }
+    return jsonable({"operation": verdict, **marts,
+                     "checkpoints": [c.to_row() for c in checkpoints]})
+
+
 def run_quick(args: argparse.Namespace, config: Config) -> int | None:
     """:func:`run` for one operation from its evidence; ``None``: it has none (build marts)."""
-    from pipelines.audit.operation import audit_operation
+    from pipelines.audit.operation import EVIDENCE, audit_operation
     from pipelines.audit.report import format_tables, render_html
     from pipelines.audit.summary import summarize
     from pipelines.spark import ledger_engine
@@ -75,7 +107,11 @@ def run_quick(args: argparse.Namespace, config: Config) -> int | None:
         return None
     operation, marts, checkpoints, runs = found
     summaries = summarize([operation], marts, checkpoints)
-    if getattr(args, "format", "table") == "html":
+    for summary in summaries:  # also when it wrote no resume point (the rows name the source)
+        summary.audit_source = EVIDENCE
+    if getattr(args, "format", "table") == "json":
+        print(json.dumps(quick_json(summaries[0], marts, checkpoints), indent=2))
+    elif getattr(args, "format", "table") == "html":
         output = Path(getattr(args, "output", "offset-ledger-audit.html"))
         output.write_text(render_html(summaries, runs,
                                       scope=f", operation {args.operation}"))

@@ -90,7 +90,7 @@ def test_a_concurrent_commit_of_the_same_pair_fails_the_later_one(ledger, monkey
                         app_transactions=[Transaction(APP, 7)]))
     stale = DeltaTable(path, version=winner.version() - 1)
     # The loser read the table before the winner committed.
-    monkeypatch.setattr(commits, "_table", lambda location, name: stale)
+    monkeypatch.setattr(commits, "_table", lambda location, name, opened=None: stale)
 
     with pytest.raises(commits.CommitConflict, match="at the same time"):
         commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(0, 0, 2, 7)],
@@ -165,7 +165,7 @@ def test_an_append_over_a_concurrent_compaction_commits(ledger, spark, monkeypat
     path = str(Path(ledger.location) / OFFSET_SYNCS)
     before = DeltaTable(path)  # the append reads the table, then `ledger maintain` compacts
     spark.sql(f"OPTIMIZE delta.`{path}`").collect()
-    monkeypatch.setattr(commits, "_table", lambda location, name: before)
+    monkeypatch.setattr(commits, "_table", lambda location, name, opened=None: before)
 
     outcome = commits.append_with_txn(ledger.location, OFFSET_SYNCS, [_run(3, 3, 1, 3)],
                                       app_id=APP, version=3)

@@ -25,7 +25,19 @@ def config_path(spark, tmp_path_factory):
 
 
 def test_audit_json_for_an_operation(config_path, capsys):
+    """From the operation's recorded evidence by default; ``--marts``: the dbt marts."""
     assert job.main(["--config", config_path, "--operation", "op-failback",
+                     "--format", "json"]) == 0
+    quick = json.loads(capsys.readouterr().out)
+    assert set(quick) == {"operation", "resume_audit", "failback_duplicates_avoided",
+                          "checkpoints"}
+    assert quick["operation"]["operation_id"] == "op-failback"
+    assert quick["operation"]["audit_source"] == "recorded_evidence"
+    assert quick["operation"]["duplicates_avoided"] == 6
+    assert {r["operation_id"] for r in quick["resume_audit"]} == {"op-failback"}
+    assert {c["group_id"] for c in quick["checkpoints"]} == {"G"}
+
+    assert job.main(["--config", config_path, "--operation", "op-failback", "--marts",
                      "--format", "json"]) == 0
     marts = json.loads(capsys.readouterr().out)
     assert set(marts) == {"forward_translations", "reverse_translations", "resume_audit",
@@ -137,6 +149,7 @@ def test_one_operation_from_its_evidence_gives_the_marts_verdict(spark, config_p
     keys = ("operation_id", "resume_point_id", "audit_source", "resume_offset", "source_offset",
             "checkpoint_found", "checkpoint_source_offset", "checkpoint_target_offset",
             "retranslated_offset", "matches_retranslation")
+    verdicts = {}
     for operation in ("op-failover", "op-failback"):
         marts = run_audit(spark, config, operation=operation, evidence=True)
         found = audit_operation(LedgerEngine(config.ledger_location), operation)
@@ -151,6 +164,7 @@ def test_one_operation_from_its_evidence_gives_the_marts_verdict(spark, config_p
         [by_evidence] = summarize([op], quick, checkpoints)
         assert (by_evidence.verdict, by_evidence.saved, by_evidence.untouched) == (
             by_marts.verdict, by_marts.saved, by_marts.untouched)
+        verdicts[operation] = (marts, by_marts)
 
     def no_jvm(*args, **kwargs):
         raise AssertionError("audit --operation started Spark")
@@ -161,3 +175,13 @@ def test_one_operation_from_its_evidence_gives_the_marts_verdict(spark, config_p
     out = capsys.readouterr().out
     assert out.startswith("Everything matched: ") and "in 1 operation(s)" in out.splitlines()[0]
     assert "reverse checkpointing saved 6 re-read record(s)" in out
+    for operation, (marts, by_marts) in verdicts.items():  # --format json, no JVM either
+        assert job.main(["--config", config_path, "--operation", operation,
+                         "--format", "json"]) == 0
+        quick = json.loads(capsys.readouterr().out)
+        assert rows_of(quick["resume_audit"], keys) == rows_of(marts["resume_audit"], keys)
+        assert rows_of(quick["failback_duplicates_avoided"], DUPLICATES) == rows_of(
+            marts["failback_duplicates_avoided"], DUPLICATES)
+        assert (quick["operation"]["verdict"], quick["operation"]["all_match"],
+                quick["operation"]["duplicates_avoided"]) == (
+            by_marts.verdict, by_marts.all_match, by_marts.saved)
