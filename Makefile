@@ -15,7 +15,7 @@ setup: $(VENV)/.installed jars/.fetched chromium prometheus
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[local,dev]'
+	$(BIN)/pip install -q -e '.[local,audit,validate,dev]'
 	touch $@
 
 jars/.fetched: jvm/spark/pom.xml jvm/spark-kafka/pom.xml jvm/kafka/pom.xml jvm/mm2/pom.xml \

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from expectations.suites import SECRETS_VIEW, expectations_for, view
 from ledger.config import MASK, Config, is_secret_key
-from ledger.schemas import DERIVED, SCHEMAS
+from ledger.schemas import DERIVED, TABLES, spark_schema
 from ledger.tables import Ledger
 
 SAMPLE_ROWS = 3
@@ -126,11 +126,11 @@ def validate_ledger(spark: SparkSession, config: Config,
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
     ledger = Ledger(spark, config.ledger_location)
     ledger.require()
-    present = [n for n in SCHEMAS if n not in DERIVED or ledger.exists(n)]
+    present = [n for n in TABLES if n not in DERIVED or ledger.exists(n)]
     names = list(tables or present)
     # a derived table a ledger predates is validated as empty
     frames = {name: ledger.read(name) if name in present
-              else spark.createDataFrame([], SCHEMAS[name]) for name in SCHEMAS}
+              else spark.createDataFrame([], spark_schema(name)) for name in TABLES}
     for name, frame in frames.items():
         frame.createOrReplaceTempView(view(name))
     secrets = configured_secrets(config)

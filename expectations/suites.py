@@ -1,5 +1,9 @@
 """The expectations of each ledger table, by stable check name.
 
+Every suite also checks the table's columns against ``ledger.schemas.TABLES`` (the one
+definition): ``columns_match_definition`` (names and order; Delta enforces the types), and the
+string columns it names are those ``no_configured_secret`` searches.
+
 Cross-table checks query temporary views named ``offset_ledger_gx_<table>`` (every ledger
 table, registered by the runner) and ``offset_ledger_gx_secrets`` (one ``secret`` column);
 ``{batch}`` is the table under validation.
@@ -8,8 +12,6 @@ table, registered by the runner) and ``offset_ledger_gx_secrets`` (one ``secret`
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from pyspark.sql.types import ArrayType, StringType, StructType
 
 from ledger.schemas import (
     CHECKPOINTS,
@@ -22,8 +24,14 @@ from ledger.schemas import (
     OPERATIONS,
     REPLICATION_PROGRESS,
     RESUME_POINTS,
-    SCHEMAS,
+    STRING,
+    STRINGS,
+    TABLES,
 )
+
+# Checks that hold of every table by construction (Delta enforces the schema on write): a row
+# appended to a table cannot break them, only a table created otherwise can.
+SCHEMA_CHECKS = ("columns_match_definition",)
 
 VIEW_PREFIX = "offset_ledger_gx_"
 SECRETS_VIEW = f"{VIEW_PREFIX}secrets"
@@ -68,14 +76,19 @@ def _unique_key(table: str):
         f"no two rows share the natural key ({', '.join(NATURAL_KEYS[table])})")
 
 
-def _no_secrets(schema: StructType):
+def _columns(table: str):
+    return _gxe().ExpectTableColumnsToMatchOrderedList(
+        column_list=TABLES[table].column_names, meta={"check": "columns_match_definition"},
+        description="the columns, in order, of ledger/schemas.py")
+
+
+def _no_secrets(table: str):
     conditions = []
-    for field in schema.fields:
-        if isinstance(field.dataType, StringType):
-            conditions.append(f"instr(t.{_q(field.name)}, s.secret) > 0")
-        elif isinstance(field.dataType, ArrayType) and isinstance(
-                field.dataType.elementType, StringType):
-            conditions.append(f"exists(t.{_q(field.name)}, x -> instr(x, s.secret) > 0)")
+    for column in TABLES[table].columns:
+        if column.type == STRING:
+            conditions.append(f"instr(t.{_q(column.name)}, s.secret) > 0")
+        elif column.type == STRINGS:
+            conditions.append(f"exists(t.{_q(column.name)}, x -> instr(x, s.secret) > 0)")
     condition = " OR ".join(conditions) or "false"
     return _rows(
         "no_configured_secret",
@@ -261,8 +274,9 @@ SUITES: dict[str, Callable[[], list]] = {
 
 
 def expectations_for(table: str) -> list:
-    """The table's expectations: its own checks, natural-key uniqueness, no secrets."""
-    return [*SUITES[table](), _unique_key(table), _no_secrets(SCHEMAS[table])]
+    """The table's expectations: its columns, its own checks, natural-key uniqueness, no
+    secrets."""
+    return [_columns(table), *SUITES[table](), _unique_key(table), _no_secrets(table)]
 
 
 def check_names(table: str) -> list[str]:

@@ -47,6 +47,7 @@ from typing import Any
 
 from ledger import direct
 from ledger.errors import OffsetLedgerError, first_line
+from ledger.schemas import TABLES, arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -242,3 +243,30 @@ def replace_where(location: str, name: str, rows: Sequence[Mapping[str, Any]],
         _fallback(location, name, exc)
         return UNAVAILABLE
     return COMMITTED
+
+
+def create_missing_tables(location: str) -> list[str] | direct.Marker:
+    """Create the ledger's missing tables at a local path with delta-rs, as ``ledger init``
+    creates them with Spark (the columns of ``ledger.schemas``, Spark's types); return the
+    names created, or :data:`UNAVAILABLE` (not a local path, or delta-rs failed).
+
+    For an installation without Spark (``pip install offset-ledger``: replicate copies and
+    commits with delta-rs); where Spark is installed it creates the tables (``Ledger.init``).
+    An existing table is never touched.
+    """
+    from deltalake import DeltaTable  # a base requirement, unlike Spark
+
+    root = direct.local_path(location)
+    if root is None:
+        return UNAVAILABLE
+    created = []
+    for name in TABLES:
+        if direct.version(location, name) is not direct.ABSENT:
+            continue
+        try:
+            DeltaTable.create(str(root / name), arrow_schema(name), mode="ignore")
+        except Exception as exc:
+            _fallback(location, name, exc)
+            return UNAVAILABLE
+        created.append(name)
+    return created

@@ -29,7 +29,7 @@ from ledger.schemas import (
     OPERATION_CHECKPOINTS,
     OPERATION_RUNS,
     RESUME_POINTS,
-    SCHEMAS,
+    TABLES,
 )
 from ledger.span_refresh import RefreshReport, refresh
 from ledger.tables import Ledger
@@ -72,7 +72,7 @@ def apply_retention(ledger: Ledger, days: float, names: tuple[str, ...] = ()) ->
     """Set the retention properties where they differ; return ``{table: changed}``."""
     wanted = retention_properties(days)
     changed = {}
-    for name in names or tuple(SCHEMAS):
+    for name in names or tuple(TABLES):
         current = table_properties(ledger, name)
         if all(current.get(k) == v for k, v in wanted.items()):
             changed[name] = False
@@ -172,10 +172,10 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
     Args:
         flows: ``{flow: (source, target)}`` of the configured flows, for the span refresh.
     """
-    ledger.require(*(n for n in names or SCHEMAS if n not in DERIVED), verify=True)
+    ledger.require(*(n for n in names or TABLES if n not in DERIVED), verify=True)
     ledger.init()  # a derived table a ledger predates is created here
     reports = []
-    for name in [n for n in SCHEMAS if n in (names or SCHEMAS)]:
+    for name in [n for n in TABLES if n in (names or TABLES)]:
         files_before, version_before = _num_files(ledger, name), ledger.version(name)
         changed = apply_retention(ledger, days, (name,))[name]
         refreshed = tuple(refresh(ledger, flows or {})) if name == OFFSET_SYNC_SPANS else ()

@@ -1,22 +1,30 @@
-"""Names and schemas of the ledger's Delta tables.
+"""The ledger's Delta tables, defined once: names, columns (type, nullability, description), keys.
+
+Every other form is derived from :data:`TABLES`, never written by hand:
+
+    TABLES (pure Python, imports nothing heavy)
+      -> spark_schema(name), SCHEMAS, <TABLE>_SCHEMA   Spark StructTypes (pyspark imported lazily)
+      -> arrow_schema(name)                             pyarrow, for tables delta-rs creates
+      -> dbt/models/staging/_sources.yml                columns of the dbt sources
+      -> expectations.suites                            the GX columns check, the secrets check
+      -> docs/ledger-tables.md                          the Columns section
+    (``python -m ledger.schema_files`` rewrites the two files; tests/ledger/test_schemas.py
+    fails when any form differs from the definition.)
 
 Invariants:
     * Table names are fixed; only the ledger *location* (a path or a ``catalog.schema``) varies.
-    * Offsets are Kafka "next offset to consume" positions (LONG). A value that could not be
-      translated is NULL together with ``status = 'untranslatable'`` and a ``reason``: never -1
-      or any other sentinel offset.
+    * Offsets are Kafka "next offset to consume" positions (``bigint``). A value that could not
+      be translated is NULL together with ``status = 'untranslatable'`` and a ``reason``: never
+      -1 or any other sentinel offset.
     * Every table has a natural key (``NATURAL_KEYS``) on which writes are idempotent.
     * No table has a column for cluster properties, so a secret cannot land in a row.
-    * Importing this module imports no pyspark: the columns are plain tuples (``COLUMNS``), and
-      the Spark ``StructType`` of a table (``SCHEMAS[name]``, ``OFFSET_SYNCS_SCHEMA``, ...) is
-      built from them on first use, so a verb that reads the ledger with delta-rs never loads
-      Spark's Python package.
+    * Importing this module never imports pyspark (a copy-only install has none).
 """
 
 from __future__ import annotations
 
-from functools import cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -31,219 +39,235 @@ OPERATION_RUNS = "operation_runs"
 OPERATION_CHECKPOINTS = "operation_checkpoints"
 OFFSET_SYNC_SPANS = "offset_sync_spans"
 
+# Column types, as Spark SQL spells them (DataType.simpleString(), dbt-spark's data_type).
+STRING, BIGINT, INT, BOOLEAN, TIMESTAMP, DOUBLE = (
+    "string", "bigint", "int", "boolean", "timestamp", "double")
+STRINGS = "array<string>"
 
-class Column(NamedTuple):
-    """One column: its name, its Spark SQL type (``bigint``, ``array<string>``, ...), nullable."""
 
+@dataclass(frozen=True)
+class Column:
     name: str
     type: str
     nullable: bool
+    description: str
 
 
-def _schema(*fields: tuple[str, str, bool]) -> tuple[Column, ...]:
-    return tuple(Column(*field) for field in fields)
+@dataclass(frozen=True)
+class Table:
+    name: str
+    description: str          # one row per ...
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]      # the natural key writes are idempotent on
+    derived: bool = False     # recomputed from other tables: no audit reads it
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
 
 
-S, L, INT, B, T, D = "string", "bigint", "int", "boolean", "timestamp", "double"
+def _c(name: str, type_: str, description: str, *, null: bool = False) -> Column:
+    return Column(name, type_, null, description)
 
-# One row per run: upstream u..u+n-1 written, in order, at downstream d..d+n-1.
-OFFSET_SYNCS_COLUMNS = _schema(
-    ("flow", S, False),               # "P->B"
-    ("source_cluster", S, False),
-    ("target_cluster", S, False),
-    ("topic", S, False),              # topic on the source cluster
-    ("replica_topic", S, False),      # topic on the target cluster
-    ("partition", INT, False),
-    ("upstream_offset", L, False),    # u
-    ("downstream_offset", L, False),  # d
-    ("length", L, False),             # n >= 1
-    ("run_id", S, False),             # replication run (one job start); orders runs with batch_id
-    ("batch_id", L, False),           # micro-batch within the run
-    ("written_at", T, False),
+
+_RUN_COLUMNS = (
+    _c("flow", STRING, "the flow, e.g. P->B"),
+    _c("source_cluster", STRING, "the flow's source cluster alias"),
+    _c("target_cluster", STRING, "the flow's target cluster alias"),
+    _c("topic", STRING, "topic on the source cluster"),
+    _c("replica_topic", STRING, "topic on the target cluster"),
+    _c("partition", INT, "partition (the same on both clusters)"),
+    _c("upstream_offset", BIGINT, "u: the first record's offset in the source topic"),
+    _c("downstream_offset", BIGINT, "d: its offset in the replica"),
+    _c("length", BIGINT, "n >= 1: records u..u+n-1 were written at d..d+n-1"),
+    _c("run_id", STRING, "replication run (one job start); orders runs with batch_id"),
+    _c("batch_id", BIGINT, "micro-batch within the run"),
+    _c("written_at", TIMESTAMP, "when the batch was recorded"),
 )
 
-# Forward and reverse checkpoints, one row per (group, partition) per checkpoint pass.
-CHECKPOINTS_COLUMNS = _schema(
-    ("checkpoint_id", S, False),
-    ("flow", S, False),               # the offset_syncs flow used, e.g. "P->B"
-    ("direction", S, False),          # 'forward' | 'reverse'
-    ("group_id", S, False),
-    ("source_cluster", S, False),     # where the group committed
-    ("source_topic", S, False),
-    ("partition", INT, False),
-    ("source_offset", L, False),      # the group's committed offset there
-    ("target_cluster", S, False),     # where the translation applies
-    ("target_topic", S, False),
-    ("target_offset", L, True),       # NULL when untranslatable
-    ("status", S, False),             # 'translated' | 'untranslatable' | 'held' (never backwards)
-    ("reason", S, True),
-    ("group_rewound", B, False),
-    ("offset_syncs_version", L, False),
-    ("checkpointed_at", T, False),
+_CHECKPOINT_COLUMNS = (
+    _c("checkpoint_id", STRING, "the checkpoint pass"),
+    _c("flow", STRING, "the offset_syncs flow translated over, e.g. P->B"),
+    _c("direction", STRING, "'forward' | 'reverse'"),
+    _c("group_id", STRING, "the consumer group"),
+    _c("source_cluster", STRING, "where the group committed"),
+    _c("source_topic", STRING, "the committed topic there"),
+    _c("partition", INT, "partition"),
+    _c("source_offset", BIGINT, "the group's committed offset there"),
+    _c("target_cluster", STRING, "where the translation applies"),
+    _c("target_topic", STRING, "the topic there"),
+    _c("target_offset", BIGINT, "the translation; NULL when untranslatable", null=True),
+    _c("status", STRING, "'translated' | 'untranslatable' | 'held' (never backwards)"),
+    _c("reason", STRING, "why untranslatable or held", null=True),
+    _c("group_rewound", BOOLEAN, "the group's committed offset went back since the last pass"),
+    _c("offset_syncs_version", BIGINT, "the offset_syncs version translated over"),
+    _c("checkpointed_at", TIMESTAMP, "when the pass ran"),
 )
 
-# Committed offsets observed in groups, one row per observation.
-GROUP_OFFSETS_COLUMNS = _schema(
-    ("observation_id", S, False),
-    ("cluster", S, False),
-    ("group_id", S, False),
-    ("topic", S, False),
-    ("partition", INT, False),
-    ("committed_offset", L, False),
-    ("group_state", S, True),
-    ("observed_at", T, False),
+_TABLES = (
+    Table(OFFSET_SYNCS, "run (u, d, n) of a flow partition written by one micro-batch",
+          _RUN_COLUMNS,
+          ("flow", "topic", "partition", "run_id", "batch_id", "upstream_offset")),
+    Table(CHECKPOINTS, "forward or reverse checkpoint of a group partition in one pass",
+          _CHECKPOINT_COLUMNS, ("checkpoint_id", "group_id", "source_topic", "partition")),
+    Table(GROUP_OFFSETS, "committed offset observed in a group partition on a cluster", (
+        _c("observation_id", STRING, "the observation (one pass)"),
+        _c("cluster", STRING, "the cluster alias"),
+        _c("group_id", STRING, "the consumer group"),
+        _c("topic", STRING, "topic"),
+        _c("partition", INT, "partition"),
+        _c("committed_offset", BIGINT, "the group's committed offset"),
+        _c("group_state", STRING, "the group's state (Empty, Stable, ...)", null=True),
+        _c("observed_at", TIMESTAMP, "when it was observed"),
+    ), ("observation_id", "cluster", "group_id", "topic", "partition")),
+    Table(RESUME_POINTS, "offset this tool wrote into a group partition on a cluster", (
+        _c("resume_point_id", STRING, "the write"),
+        _c("operation_id", STRING, "the failover/failback; NULL for group offset sync",
+           null=True),
+        _c("reason", STRING, "'group_offset_sync' | 'failover' | 'failback'"),
+        _c("cluster", STRING, "where the offset was written"),
+        _c("group_id", STRING, "the consumer group"),
+        _c("topic", STRING, "topic"),
+        _c("partition", INT, "partition"),
+        _c("offset", BIGINT, "the offset written"),
+        _c("previous_offset", BIGINT, "what the group had there before, if anything",
+           null=True),
+        _c("checkpoint_id", STRING, "the checkpoint behind it; NULL for a topic start",
+           null=True),
+        _c("direction", STRING, "the checkpoint's direction", null=True),
+        _c("source_cluster", STRING, "the checkpoint's source cluster", null=True),
+        _c("source_topic", STRING, "the checkpoint's source topic", null=True),
+        _c("source_offset", BIGINT, "the checkpoint's committed offset", null=True),
+        _c("offset_syncs_version", BIGINT, "the offset_syncs version translated over",
+           null=True),
+        _c("checkpoints_version", BIGINT, "the checkpoints version holding the checkpoint",
+           null=True),
+        _c("written_at", TIMESTAMP, "when it was written"),
+    ), ("resume_point_id",)),
+    Table(OPERATIONS, "failover or failback of a group, with the ledger versions it used", (
+        _c("operation_id", STRING, "the operation"),
+        _c("kind", STRING, "'failover' | 'failback'"),
+        _c("group_id", STRING, "the group moved (spark:<name> for a Spark query)"),
+        _c("from_cluster", STRING, "the cluster it left"),
+        _c("to_cluster", STRING, "the cluster it resumes on"),
+        _c("status", STRING, "'completed' | 'failed'"),
+        _c("subscribe_topics", STRINGS, "the topics to subscribe to there"),
+        _c("offset_syncs_version", BIGINT, "ledger version used", null=True),
+        _c("checkpoints_version", BIGINT, "ledger version used", null=True),
+        _c("group_offsets_version", BIGINT, "ledger version used", null=True),
+        _c("resume_points_version", BIGINT, "ledger version used", null=True),
+        _c("reverse_checkpointing", BOOLEAN, "a reverse checkpoint was part of it"),
+        _c("started_at", TIMESTAMP, "when it started"),
+        _c("ready_at", TIMESTAMP, "when the group could resume", null=True),
+        _c("seconds_to_ready", DOUBLE, "ready_at - started_at in seconds", null=True),
+        _c("message", STRING, "a note (disaster, cutoff, Spark query)", null=True),
+    ), ("operation_id",)),
+    Table(REPLICATION_PROGRESS, "flow partition: its latest replication state (MERGE)", (
+        _c("flow", STRING, "the flow, e.g. P->B"),
+        _c("topic", STRING, "topic on the source cluster"),
+        _c("replica_topic", STRING, "topic on the target cluster"),
+        _c("partition", INT, "partition"),
+        _c("last_upstream_offset", BIGINT, "the last replicated record's upstream offset",
+           null=True),
+        _c("next_upstream_offset", BIGINT, "last + 1: where replication resumes", null=True),
+        _c("source_end_offset", BIGINT, "the source partition's end offset", null=True),
+        _c("lag", BIGINT, "source end - next upstream offset", null=True),
+        _c("newest_record_timestamp", TIMESTAMP, "the newest replicated record's timestamp",
+           null=True),
+        _c("record_age_ms", BIGINT, "its age when recorded", null=True),
+        _c("batch_id", BIGINT, "the micro-batch that recorded it"),
+        _c("updated_at", TIMESTAMP, "when it was recorded"),
+    ), ("flow", "topic", "partition")),
+    # An operation's own audit evidence, written before its operations row, so that its audit
+    # still answers once time travel no longer reaches the versions it recorded.
+    Table(OPERATION_RUNS, "span of a flow partition an operation translated over, as its "
+          "snapshot held it (run_id 'span', batch_id its position): its audit evidence", (
+              _c("operation_id", STRING, "the operation"),
+              _c("offset_syncs_version", BIGINT, "the version the spans were loaded at"),
+              *_RUN_COLUMNS,
+          ), ("operation_id", "flow", "topic", "partition", "batch_id")),
+    Table(OPERATION_CHECKPOINTS, "checkpoint row of an operation's pass: its audit evidence", (
+        _c("operation_id", STRING, "the operation"),
+        _c("checkpoints_version", BIGINT, "the checkpoints version that holds these rows"),
+        *_CHECKPOINT_COLUMNS,
+    ), ("operation_id", "checkpoint_id", "group_id", "direction", "source_topic", "partition")),
+    # Recomputable from offset_syncs at any time (ledger.span_snapshots): never audit evidence.
+    Table(OFFSET_SYNC_SPANS, "span of a flow partition's current epoch at one offset_syncs "
+          "version (run_id 'span', written_at = covered_until): what store loads start from", (
+              _c("offset_syncs_version", BIGINT, "the version the spans cover"),
+              _c("covered_until", TIMESTAMP, "the flow's newest written_at at that version"),
+              *_RUN_COLUMNS,
+          ), ("flow", "topic", "partition", "batch_id"), derived=True),
 )
 
-# Offsets this tool wrote into a group on a cluster.
-RESUME_POINTS_COLUMNS = _schema(
-    ("resume_point_id", S, False),
-    ("operation_id", S, True),        # NULL for periodic group offset sync
-    ("reason", S, False),             # 'group_offset_sync' | 'failover' | 'failback'
-    ("cluster", S, False),
-    ("group_id", S, False),
-    ("topic", S, False),
-    ("partition", INT, False),
-    ("offset", L, False),
-    ("previous_offset", L, True),     # what the group had there before, if anything
-    ("checkpoint_id", S, True),       # NULL when the offset is the topic start (nothing to map)
-    ("direction", S, True),
-    ("source_cluster", S, True),
-    ("source_topic", S, True),
-    ("source_offset", L, True),
-    ("offset_syncs_version", L, True),
-    ("checkpoints_version", L, True),
-    ("written_at", T, False),
-)
-
-# Failover and failback operations with the ledger versions they were computed from.
-OPERATIONS_COLUMNS = _schema(
-    ("operation_id", S, False),
-    ("kind", S, False),               # 'failover' | 'failback'
-    ("group_id", S, False),
-    ("from_cluster", S, False),
-    ("to_cluster", S, False),
-    ("status", S, False),             # 'completed' | 'failed'
-    ("subscribe_topics", f"array<{S}>", False),
-    ("offset_syncs_version", L, True),
-    ("checkpoints_version", L, True),
-    ("group_offsets_version", L, True),
-    ("resume_points_version", L, True),
-    ("reverse_checkpointing", B, False),
-    ("started_at", T, False),
-    ("ready_at", T, True),
-    ("seconds_to_ready", D, True),
-    ("message", S, True),
-)
-
-# Latest replication state per flow partition (MERGE on the key; history via Delta versions).
-REPLICATION_PROGRESS_COLUMNS = _schema(
-    ("flow", S, False),
-    ("topic", S, False),
-    ("replica_topic", S, False),
-    ("partition", INT, False),
-    ("last_upstream_offset", L, True),   # last replicated record's upstream offset
-    ("next_upstream_offset", L, True),   # last + 1: where replication resumes
-    ("source_end_offset", L, True),
-    ("lag", L, True),
-    ("newest_record_timestamp", T, True),
-    ("record_age_ms", L, True),
-    ("batch_id", L, False),
-    ("updated_at", T, False),
-)
-
-# An operation's own audit evidence, written with it (before its ``operations`` row), so that
-# its audit still answers once time travel no longer reaches the versions it recorded.
-# The spans (ledger.spans) of the current epoch of every flow partition its checkpoints were
-# translated over, as the store held them: offset_syncs' columns, one row per span, with
-# run_id "span" and batch_id the span's position in write order.
-OPERATION_RUNS_COLUMNS = _schema(
-    ("operation_id", S, False),
-    ("offset_syncs_version", L, False),  # the version the spans were loaded at
-    *OFFSET_SYNCS_COLUMNS,
-)
-
-# The checkpoint rows an operation's pass computed (every group partition of its groups).
-OPERATION_CHECKPOINTS_COLUMNS = _schema(
-    ("operation_id", S, False),
-    ("checkpoints_version", L, False),   # the version that holds these rows
-    *CHECKPOINTS_COLUMNS,
-)
-
-# Per flow, the spans (ledger.spans) of the current epoch of every flow partition at one
-# offset_syncs version, as ``ledger maintain`` last computed them (ledger.span_snapshots): a
-# store load reads these plus the runs written after ``covered_until`` instead of the whole
-# epoch. Derived from offset_syncs and recomputable from it at any time: never audit evidence.
-# offset_syncs' columns, one row per span, run_id "span", batch_id the span's position in write
-# order, written_at = covered_until.
-OFFSET_SYNC_SPANS_COLUMNS = _schema(
-    ("offset_syncs_version", L, False),  # the version the spans cover
-    ("covered_until", T, False),         # the flow's newest written_at at that version
-    *OFFSET_SYNCS_COLUMNS,
-)
-
-COLUMNS: dict[str, tuple[Column, ...]] = {
-    OFFSET_SYNCS: OFFSET_SYNCS_COLUMNS,
-    CHECKPOINTS: CHECKPOINTS_COLUMNS,
-    GROUP_OFFSETS: GROUP_OFFSETS_COLUMNS,
-    RESUME_POINTS: RESUME_POINTS_COLUMNS,
-    OPERATIONS: OPERATIONS_COLUMNS,
-    REPLICATION_PROGRESS: REPLICATION_PROGRESS_COLUMNS,
-    OPERATION_RUNS: OPERATION_RUNS_COLUMNS,
-    OPERATION_CHECKPOINTS: OPERATION_CHECKPOINTS_COLUMNS,
-    OFFSET_SYNC_SPANS: OFFSET_SYNC_SPANS_COLUMNS,
-}
-
-TABLES: tuple[str, ...] = tuple(COLUMNS)
+TABLES: dict[str, Table] = {t.name: t for t in _TABLES}
 """Every ledger table, in creation order."""
+
+DERIVED: frozenset[str] = frozenset(t.name for t in _TABLES if t.derived)
+"""Tables recomputed from others (caches for reads): no audit reads them, none is evidence."""
+
+NATURAL_KEYS: dict[str, tuple[str, ...]] = {t.name: t.key for t in _TABLES}
+
+COLUMNS: dict[str, tuple[Column, ...]] = {t.name: t.columns for t in _TABLES}
 
 
 def column_names(name: str) -> list[str]:
     """The columns of table ``name``, in order."""
-    return [c.name for c in COLUMNS[name]]
+    return TABLES[name].column_names
+
+PARTITION_COLUMNS: dict[str, tuple[str, ...]] = {name: () for name in TABLES}
 
 
-@cache
+# --- derived forms ---------------------------------------------------------------------------
+
+def _spark_type(type_: str) -> Any:
+    from pyspark.sql import types as T
+
+    if type_.startswith("array<") and type_.endswith(">"):
+        return T.ArrayType(_spark_type(type_[len("array<"):-1]))
+    return {STRING: T.StringType(), BIGINT: T.LongType(), INT: T.IntegerType(),
+            BOOLEAN: T.BooleanType(), TIMESTAMP: T.TimestampType(),
+            DOUBLE: T.DoubleType()}[type_]
+
+
+_SPARK: dict[str, StructType] = {}
+
+
 def spark_schema(name: str) -> StructType:
-    """The Spark schema of table ``name`` (imports pyspark)."""
-    from pyspark.sql import types
+    """The table's Spark schema (imports pyspark: only Spark paths call this)."""
+    if name not in _SPARK:
+        from pyspark.sql.types import StructField, StructType
 
-    simple = {S: types.StringType(), L: types.LongType(), INT: types.IntegerType(),
-              B: types.BooleanType(), T: types.TimestampType(), D: types.DoubleType()}
+        _SPARK[name] = StructType([StructField(c.name, _spark_type(c.type), c.nullable)
+                                   for c in TABLES[name].columns])
+    return _SPARK[name]
 
-    def spark_type(name: str) -> types.DataType:
-        if name.startswith("array<"):
-            return types.ArrayType(spark_type(name[len("array<"):-1]))
-        return simple[name]
 
-    return types.StructType([types.StructField(c.name, spark_type(c.type), c.nullable)
-                             for c in COLUMNS[name]])
+def _arrow_type(type_: str) -> Any:
+    import pyarrow as pa
+
+    if type_.startswith("array<") and type_.endswith(">"):
+        return pa.list_(_arrow_type(type_[len("array<"):-1]))
+    # Spark's TIMESTAMP is an instant (Delta `timestamp`): UTC microseconds in Arrow.
+    return {STRING: pa.string(), BIGINT: pa.int64(), INT: pa.int32(), BOOLEAN: pa.bool_(),
+            TIMESTAMP: pa.timestamp("us", tz="UTC"), DOUBLE: pa.float64()}[type_]
+
+
+def arrow_schema(name: str) -> Any:
+    """The table's pyarrow schema, as delta-rs creates the table Spark would."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(c.name, _arrow_type(c.type), c.nullable)
+                      for c in TABLES[name].columns])
+
+
+_SPARK_NAMES = {f"{name.upper()}_SCHEMA": name for name in TABLES}
 
 
 def __getattr__(attr: str) -> Any:
-    """``SCHEMAS`` (table -> ``StructType``) and ``<TABLE>_SCHEMA``, built on first use."""
+    """``SCHEMAS`` and ``<TABLE>_SCHEMA``: the Spark forms, built on first use (PEP 562)."""
     if attr == "SCHEMAS":
         return {name: spark_schema(name) for name in TABLES}
-    if attr.endswith("_SCHEMA") and isinstance(globals().get(attr[:-len("_SCHEMA")]), str):
-        name = globals()[attr[:-len("_SCHEMA")]]
-        if name in COLUMNS:
-            return spark_schema(name)
+    if attr in _SPARK_NAMES:
+        return spark_schema(_SPARK_NAMES[attr])
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
-
-
-DERIVED: frozenset[str] = frozenset({OFFSET_SYNC_SPANS})
-"""Tables recomputed from others (caches for reads): no audit reads them, none is evidence."""
-
-NATURAL_KEYS: dict[str, tuple[str, ...]] = {
-    OFFSET_SYNCS: ("flow", "topic", "partition", "run_id", "batch_id", "upstream_offset"),
-    CHECKPOINTS: ("checkpoint_id", "group_id", "source_topic", "partition"),
-    GROUP_OFFSETS: ("observation_id", "cluster", "group_id", "topic", "partition"),
-    RESUME_POINTS: ("resume_point_id",),
-    OPERATIONS: ("operation_id",),
-    REPLICATION_PROGRESS: ("flow", "topic", "partition"),
-    OPERATION_RUNS: ("operation_id", "flow", "topic", "partition", "batch_id"),
-    OPERATION_CHECKPOINTS: ("operation_id", "checkpoint_id", "group_id", "direction",
-                            "source_topic", "partition"),
-    OFFSET_SYNC_SPANS: ("flow", "topic", "partition", "batch_id"),
-}
-
-PARTITION_COLUMNS: dict[str, tuple[str, ...]] = {name: () for name in TABLES}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.util
 import logging
 import sys
 from collections.abc import Collection, Sequence
@@ -44,6 +45,43 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("pipelines.mm2.ingest", "ingest MirrorMaker 2's offset-syncs and checkpoints"),
     "demo": ("pipelines.demo", "run the reference failover/failback scenario"),
 }
+
+
+# The optional extras of pyproject.toml and the top-level packages each brings. A bare
+# `pip install offset-ledger` copies records (replicate with local workers on a path ledger,
+# through delta-rs); a verb that needs a missing extra says which to install, never an
+# ImportError traceback.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "local": ("pyspark", "delta"),            # Spark and Delta outside a Spark runtime
+    "audit": ("dbt", "matplotlib", "jinja2"),  # dbt-core + dbt-spark, the report's charts
+    "validate": ("great_expectations",),
+}
+
+
+def extra_for(exc: ImportError) -> str | None:
+    """The extra that brings the module ``exc`` failed to import, if an extra brings it."""
+    top = (exc.name or "").split(".")[0]
+    return next((extra for extra, tops in EXTRAS.items() if top in tops), None)
+
+
+def install_message(verb: str, extra: str, missing: str) -> str:
+    return (f"offset-ledger {verb} needs {missing}, which this installation lacks: "
+            f"pip install 'offset-ledger[{extra}]'")
+
+
+class MissingExtraError(OffsetLedgerError):
+    """A verb needs an optional extra this installation lacks (exit 2)."""
+
+
+def require_extra(verb: str, extra: str) -> None:
+    """Raise :class:`MissingExtraError` unless every package ``extra`` brings is installed.
+
+    A verb calls it where it starts to need the extra (Spark, which a Spark runtime brings
+    without the ``local`` extra, is checked where a session is built: ``pipelines.spark``).
+    """
+    absent = [top for top in EXTRAS[extra] if importlib.util.find_spec(top) is None]
+    if absent:
+        raise MissingExtraError(install_message(verb, extra, ", ".join(absent)))
 
 
 # verb -> examples shown at the end of its --help (with the exit codes).
@@ -155,7 +193,16 @@ def build_parser(verbs: Collection[str] | None = None) -> argparse.ArgumentParse
         p.set_defaults(_module=module, _verb=verb, _parser=p)
         if verbs is not None and verb not in verbs:
             continue
-        mod = importlib.import_module(module)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:  # an optional extra this installation lacks
+            extra = extra_for(exc)
+            if extra is None:
+                raise
+            missing = install_message(verb, extra, str(exc.name).split(".")[0])
+            p.description = f"{help_text} ({missing})"
+            p.set_defaults(_missing=missing)
+            continue
         if hasattr(mod, "add_arguments"):
             try:
                 mod.add_arguments(p, verb)
@@ -170,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(() if verb is None else (verb,))
     args, extra = parser.parse_known_args(argv)
     verb_parser = getattr(args, "_parser", parser)
+    missing = getattr(args, "_missing", None)
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     if extra:  # reported with the subcommand's usage, not the top-level one
         verb_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "_verb", None) in FLOW_VERBS:
@@ -191,6 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     except OffsetLedgerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ImportError as exc:  # a verb reached for an extra this installation lacks
+        extra = extra_for(exc)
+        if extra is None:
+            raise
+        print(f"error: {install_message(args._verb, extra, str(exc.name).split('.')[0])}",
+              file=sys.stderr)
+        return 2
     except Exception as exc:
         damage = _ledger_damage(exc, config)
         if damage is None:

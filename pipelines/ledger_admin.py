@@ -11,14 +11,14 @@ import argparse
 
 from ledger import maintenance
 from ledger.config import Config
-from ledger.schemas import DERIVED, SCHEMAS
+from ledger.schemas import DERIVED, TABLES
 from ledger.tables import Ledger
 from pipelines.spark import get_spark
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["init", "status", "history", "maintain"])
-    parser.add_argument("--table", choices=sorted(SCHEMAS), action="append",
+    parser.add_argument("--table", choices=sorted(TABLES), action="append",
                         help="with history or maintain: only this table (repeatable)")
     parser.add_argument("--limit", type=int, default=20,
                         help="with history: the newest N versions per table (default 20)")
@@ -46,12 +46,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 0
     if args.action == "status":
         ledger.require(verify=True)
-        for name in [n for n in SCHEMAS if n not in DERIVED or ledger.exists(n)]:
+        for name in [n for n in TABLES if n not in DERIVED or ledger.exists(n)]:
             rows = ledger.read(name).count()
             print(f"{name:22} version {ledger.version(name):>5}  rows {rows:>9}  "
                   f"{ledger.identifier(name)}")
         return 0
-    names = args.table or list(SCHEMAS)
+    names = args.table or list(TABLES)
     ledger.require(*names)
     for name in names:
         print(f"== {name}")

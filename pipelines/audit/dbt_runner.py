@@ -35,7 +35,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ledger import settings
-from ledger.schemas import DERIVED, OPERATIONS, SCHEMAS
+from ledger.schemas import DERIVED, OPERATIONS, TABLES
 from ledger.tables import Ledger, LedgerError
 
 DBT_PACKAGE = "offset_ledger_dbt"
@@ -72,7 +72,7 @@ def register_ledger(spark: SparkSession, ledger: Ledger) -> str:
         return ledger.location
     schema = settings.source_schema()
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-    for name in SCHEMAS:
+    for name in TABLES:
         if name in DERIVED and not ledger.exists(name):
             continue  # a ledger from before the derived table: no model reads it
         path = ledger.table_path(name).replace("'", "\\'")
@@ -107,7 +107,7 @@ def resolve_as_of(ledger: Ledger, as_of_version: int | None = None,
             raise LedgerError(f"--as-of-timestamp {as_of_timestamp!r} is not a timestamp")
         point = row["t"]
     versions: dict[str, int] = {}
-    for name in [n for n in SCHEMAS if n not in DERIVED]:  # a cache no audit reads
+    for name in [n for n in TABLES if n not in DERIVED]:  # a cache no audit reads
         before = [v for v, ts in _history(ledger, name) if ts <= point]
         if not before:
             raise LedgerError(f"ledger table {name} did not exist at {point}")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.config import Config
-from pipelines.cli import job_main
+from pipelines.cli import job_main, require_extra
 
 if TYPE_CHECKING:
     from ledger.records import CheckpointRecord
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         code = run_quick(args, config)
         if code is not None:
             return code
+    require_extra("audit", "audit")  # dbt and the report (the quick path above needs neither)
     from pipelines.audit.audit import jsonable, load_operations, load_runs, run_audit
     from pipelines.audit.report import format_tables, format_wide, render_html
     from pipelines.audit.summary import summarize

@@ -49,14 +49,7 @@ from ledger.config import ClusterConfig, Config, FlowConfig, reload_config
 from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
 from ledger.records import CheckpointRecord, ProgressRecord, rows
-from ledger.schemas import (
-    CHECKPOINTS,
-    CHECKPOINTS_SCHEMA,
-    OFFSET_SYNCS,
-    OFFSET_SYNCS_SCHEMA,
-    REPLICATION_PROGRESS,
-    REPLICATION_PROGRESS_SCHEMA,
-)
+from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, REPLICATION_PROGRESS, spark_schema
 from ledger.tables import Ledger
 from ledger.writer import WRITTEN_AT_STEP
 from pipelines import kafka_errors, kafka_offsets
@@ -363,7 +356,7 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
     progress: list[ProgressRecord] = []
     app = f"offset-ledger mm2 ingest {flow.name}"
     if syncs:
-        ledger.append(OFFSET_SYNCS, spark.createDataFrame(syncs, OFFSET_SYNCS_SCHEMA),
+        ledger.append(OFFSET_SYNCS, spark.createDataFrame(syncs, spark_schema(OFFSET_SYNCS)),
                       txn_app_id=f"{app} {syncs_src.topic}", txn_version=sync_recs[-1].offset)
         progress.append(position_record(flow.name, syncs_src.topic, sync_recs,
                                         sync_recs[-1].offset + 1, now,
@@ -372,7 +365,7 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
         version = ledger.version(OFFSET_SYNCS)
         records = [CheckpointRecord.from_row({**c.to_row(), "offset_syncs_version": version})
                    for c in checkpoints]
-        ledger.append(CHECKPOINTS, spark.createDataFrame(rows(records), CHECKPOINTS_SCHEMA),
+        ledger.append(CHECKPOINTS, spark.createDataFrame(rows(records), spark_schema(CHECKPOINTS)),
                       txn_app_id=f"{app} {cps_src.topic}", txn_version=cp_recs[-1].offset)
         progress.append(position_record(flow.name, cps_src.topic, cp_recs,
                                         cp_recs[-1].offset + 1, now))
@@ -382,7 +375,7 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
         result.replicated = {tp: r.offset + 1 for tp, r in latest.items()}
     if progress:
         ledger.merge(REPLICATION_PROGRESS,
-                     spark.createDataFrame(rows(progress), REPLICATION_PROGRESS_SCHEMA))
+                     spark.createDataFrame(rows(progress), spark_schema(REPLICATION_PROGRESS)))
     result.syncs, result.checkpoints = len(syncs), len(checkpoints)
     result.positions = {**start, **{p.topic: p.next_upstream_offset for p in progress}}
     return result

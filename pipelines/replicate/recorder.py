@@ -42,13 +42,7 @@ from ledger import commits
 from ledger.errors import OffsetLedgerError, first_line
 from ledger.records import ProgressRecord
 from ledger.records import rows as record_rows
-from ledger.schemas import (
-    NATURAL_KEYS,
-    OFFSET_SYNCS,
-    OFFSET_SYNCS_SCHEMA,
-    REPLICATION_PROGRESS,
-    REPLICATION_PROGRESS_SCHEMA,
-)
+from ledger.schemas import NATURAL_KEYS, OFFSET_SYNCS, REPLICATION_PROGRESS, TABLES, spark_schema
 
 if TYPE_CHECKING:
     from ledger.tables import Ledger
@@ -170,7 +164,7 @@ class LedgerRecorder:
 
     def _append(self, rows: list[tuple], batch: int) -> None:
         if self.direct:
-            names = [f.name for f in OFFSET_SYNCS_SCHEMA.fields]
+            names = TABLES[OFFSET_SYNCS].column_names
             outcome = commits.append_with_txn(self.location, OFFSET_SYNCS,
                                               [dict(zip(names, r, strict=True)) for r in rows],
                                               app_id=self.app_id, version=batch)
@@ -181,7 +175,7 @@ class LedgerRecorder:
                 return
             self._decline()
         ledger = self.ledger_now()
-        ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
+        ledger.append(OFFSET_SYNCS, ledger.spark.createDataFrame(rows, spark_schema(OFFSET_SYNCS)),
                       txn_app_id=self.app_id, txn_version=batch)
 
     def _merge(self, progress: list[ProgressRecord]) -> None:
@@ -193,7 +187,7 @@ class LedgerRecorder:
         ledger = self.ledger_now()
         ledger.merge(REPLICATION_PROGRESS,
                      ledger.spark.createDataFrame(record_rows(progress),
-                                                  REPLICATION_PROGRESS_SCHEMA))
+                                                  spark_schema(REPLICATION_PROGRESS)))
 
     def wait_for_progress(self) -> None:
         """Wait for the last batch's MERGE; raise :class:`ReplicationError` if it failed."""

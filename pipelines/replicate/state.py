@@ -12,16 +12,18 @@ Invariants:
     * :func:`read_flow_state_direct` answers exactly what :func:`read_flow_state` answers, with
       the same predicates, but through delta-rs without a JVM (``ledger.direct``); ``None``
       when the ledger cannot be read that way or has no ``offset_syncs`` folder, and then the
-      caller reads with Spark.
+      caller reads with Spark. Only an installation without Spark (a copy-only
+      ``pip install offset-ledger``) has delta-rs create a new ledger's tables instead.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ledger import direct
+from ledger import commits, direct
 from ledger.schemas import OFFSET_SYNCS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
 from pipelines.replicate.plan import TP, RecordedTail
@@ -108,6 +110,10 @@ def read_flow_state_direct(location: str, flow: str, partitions: Iterable[TP]
         FROM s WHERE {where}
         GROUP BY topic, "partition"
     """)
+    if rows is direct.ABSENT and importlib.util.find_spec("pyspark") is None \
+            and commits.create_missing_tables(location) not in ([], commits.UNAVAILABLE):
+        # A copy-only installation (no Spark to ask): delta-rs created the new ledger's tables.
+        return read_flow_state_direct(location, flow, wanted)
     if rows is direct.UNAVAILABLE or rows is direct.ABSENT:
         # No offset_syncs folder: a new ledger, or one this process does not see where Spark
         # does. Never plan from "nothing recorded" without Spark's word (that would copy the

@@ -15,18 +15,19 @@ import json
 import sys
 
 from ledger.config import Config
-from ledger.schemas import SCHEMAS
-from pipelines.cli import job_main
+from ledger.schemas import TABLES
+from pipelines.cli import job_main, require_extra
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--table", action="append", choices=sorted(SCHEMAS),
+    parser.add_argument("--table", action="append", choices=sorted(TABLES),
                         help="validate only this table (repeatable; default: every table)")
     parser.add_argument("--format", choices=["text", "json"], default="text",
                         help="summary as text (default) or JSON")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    require_extra("validate", "validate")
     from expectations import validate_ledger
     from pipelines.spark import get_spark
 

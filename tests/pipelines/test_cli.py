@@ -88,3 +88,28 @@ def test_every_verb_help_ends_with_an_example_and_exit_codes(verb, capsys):
 
 def test_every_verb_has_an_example():
     assert set(cli.EXAMPLES) == set(cli.COMMANDS)
+
+
+def test_a_verb_whose_extra_is_missing_names_it(config_path, capsys, monkeypatch):
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "great_expectations" else found(name, *a))
+    assert cli.main(["validate", "--config", config_path]) == 2
+    assert capsys.readouterr().err == (
+        "error: offset-ledger validate needs great_expectations, which this installation "
+        "lacks: pip install 'offset-ledger[validate]'\n")
+
+
+def test_an_import_of_a_missing_extra_at_run_is_named(config_path, capsys, monkeypatch):
+    from pipelines.replicate import job
+
+    def run(args, config):
+        raise ModuleNotFoundError("No module named 'pyspark'", name="pyspark")
+
+    monkeypatch.setattr(job, "run", run)
+    assert cli.main(["replicate", "--flow", "P->B", "--config", config_path]) == 2
+    assert capsys.readouterr().err == (
+        "error: offset-ledger replicate needs pyspark, which this installation lacks: "
+        "pip install 'offset-ledger[local]'\n")
