@@ -93,27 +93,28 @@ def complete_version(table: Path) -> int | None:
     return newest if complete else None
 
 
-Tables = dict[tuple[str, int | None], Any]
-"""Tables one reader opened (``(path, version or None for the newest)`` -> ``DeltaTable``)."""
+Tables = dict[str, Any]
+"""The tables one reader opened, at their newest version (path -> ``DeltaTable``)."""
 
 
 def open_table(path: Path, version: int | None, newest: int, opened: Tables | None) -> Any:
-    """The table at ``version`` (default: ``newest``); with ``opened``, a table this reader
-    opened before is reused (brought up to ``newest`` by the commits after it) instead of
-    replaying its log again: one log replay per table per command."""
+    """The table at ``version`` (default: ``newest``).
+
+    With ``opened``, the table at its newest version is opened once and reused (brought up to
+    ``newest`` by the commits after it) instead of replaying its log again: one log replay
+    per table per command. An older version (time travel) is opened for this read only.
+    """
     from deltalake import DeltaTable
 
-    key = (str(path), version)
-    table = None if opened is None else opened.get(key)
-    if table is not None and version is None:
-        if table.version() > newest:  # the log went back (replaced): read it afresh
-            table = None
-        elif table.version() < newest:
-            table.update_incremental()
+    if (version is not None and version != newest) or opened is None:
+        return DeltaTable(str(path), version=version)
+    table = opened.get(str(path))
+    if table is not None and table.version() > newest:  # the log went back: read it afresh
+        table = None
     if table is None:
-        table = DeltaTable(str(path), version=version)
-        if opened is not None:
-            opened[key] = table
+        table = opened[str(path)] = DeltaTable(str(path))
+    if table.version() < newest:
+        table.update_incremental()
     return table
 
 
