@@ -124,6 +124,8 @@ TEST_TUNING = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.databricks.delta.snapshotPartitions": "2",
+    # No application web UI (the test asks the master's UI, never the driver's).
+    "spark.ui.enabled": "false",
     "spark.driver.extraJavaOptions": TEST_JVM_OPTS,
     "spark.executor.extraJavaOptions": TEST_JVM_OPTS,
 }
