@@ -113,7 +113,7 @@ def test_continuous_checkpoint_picks_up_a_group_added_to_the_allowlist(spark, ma
     primary, topic = config.cluster("P"), unique("cpa-t")
     kafka_admin.create_topic(primary, topic, 1)
     produce(primary, topic, [f"v{i}" for i in range(10)], 1)
-    replicate_once(spark, config, "P->B")
+    Ledger(spark, config.ledger_location).init()  # the job then runs on delta-rs, no JVM
     consume(primary, first, [topic], limit=4)
     consume(primary, added, [topic], limit=6)
     job = subprocess.Popen([CLI, "checkpoint", "--flow", "P->B", "--config", config.path],
