@@ -72,6 +72,9 @@ _AUTHZ_TEXT = {re.compile(r"Topic authorization failed", re.I): "TOPIC_AUTHORIZA
 _CLOSED_EARLY = re.compile(r"connection closed by peer.*(APIVERSION_QUERY|SSL_HANDSHAKE)", re.I)
 # A cause older than this is not taken to explain a new failure.
 CAUSE_TTL_S = 120.0
+# Causes of one name at most this far apart are one streak (librdkafka's reconnect back-off is
+# at most 10 s): ``ErrorWatch.persistent_cause``.
+STREAK_GAP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ class ErrorWatch:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._cause: tuple[float, str, str] | None = None  # (when, code name, text)
+        self._streak_since = 0.0  # when causes of the current cause's name began to recur
         self.fatal: tuple[str, str] | None = None
 
     def __call__(self, err: Any) -> None:
@@ -125,13 +129,28 @@ class ErrorWatch:
         if name in _AUTH_CODES or name == "_SSL" or _SSL_TEXT.search(text) \
                 or _AUTH_TEXT.search(text) or _CLOSED_EARLY.search(text) \
                 or name in _AUTHZ_CODES:
+            now = time.monotonic()
             with self._lock:
-                self._cause = (time.monotonic(), name, text)
+                previous = self._cause
+                if previous is None or previous[1] != name or now - previous[0] > STREAK_GAP_S:
+                    self._streak_since = now
+                self._cause = (now, name, text)
 
     def cause(self) -> tuple[str, str] | None:
         """``(code name, text)`` of the last cause seen within :data:`CAUSE_TTL_S`."""
         with self._lock:
             if self._cause is None or time.monotonic() - self._cause[0] > CAUSE_TTL_S:
+                return None
+            return self._cause[1], self._cause[2]
+
+    def persistent_cause(self, seconds: float) -> tuple[str, str] | None:
+        """The last cause if causes of its name kept coming (each within
+        :data:`STREAK_GAP_S` of the previous) for at least ``seconds``, and still come: a
+        long-running client tells a lasting failure from a broker restarting."""
+        with self._lock:
+            if self._cause is None or time.monotonic() - self._cause[0] > STREAK_GAP_S:
+                return None
+            if self._cause[0] - self._streak_since < seconds:
                 return None
             return self._cause[1], self._cause[2]
 

@@ -99,13 +99,17 @@ class RecordedCommit:
 
 @dataclass(frozen=True)
 class TaskError:
-    """A task could not copy a partition: ``topic_level`` refuses the topic, else restart."""
+    """A task could not copy a partition: ``topic_level`` refuses the topic, else restart.
+
+    ``message`` is one line classified by ``pipelines.kafka_errors``, ``kind`` its kind (an
+    authentication or TLS failure stops the flow)."""
 
     task: str
     topic: str
     partition: int
     message: str
     topic_level: bool
+    kind: str = ""
 
 
 # --- messages ------------------------------------------------------------------------------
@@ -123,7 +127,7 @@ def encode_runs(task: str, parts: list[Delivered]) -> bytes:
 def encode_error(error: TaskError) -> bytes:
     return json.dumps({"kind": "error", "task": error.task, "t": error.topic,
                        "p": error.partition, "error": error.message,
-                       "topic_level": error.topic_level}).encode()
+                       "topic_level": error.topic_level, "k": error.kind}).encode()
 
 
 def encode_stop(tasks: list[str]) -> bytes:
@@ -163,7 +167,7 @@ def decode(value: bytes | None) -> list[Delivered] | TaskError | dict[str, Any] 
                           int(p["lmax"]), int(p["lsum"]), task) for p in msg["parts"]]
     if kind == "error":
         return TaskError(task, msg["t"], int(msg["p"]), str(msg["error"]),
-                         bool(msg.get("topic_level")))
+                         bool(msg.get("topic_level")), str(msg.get("k", "")))
     return msg
 
 

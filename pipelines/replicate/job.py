@@ -349,7 +349,7 @@ def _run(args: argparse.Namespace, config: Config, observer: ReplicationObserver
               f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
               f"in {result.batches} commit(s) (ledger {result.ledger_seconds:.2f}s, "
               f"{_share(result.ledger_seconds, wall)} of the time)")
-        return 0
+        return 1 if result.errors else 0
     print(f"flow {result.flow}: stopped after {result.batches} batch(es), "
           f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
           f"in {wall:.1f}s (copy {result.copy_seconds:.1f}s, ledger "

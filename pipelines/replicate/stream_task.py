@@ -21,7 +21,12 @@ Invariants:
       unrecorded (at-least-once: duplicates once re-copied; exactly-once: aborted, invisible to
       ``read_committed`` readers). The driver restarts the task from the ledger's position.
     * A source partition that cannot be read (its topic deleted, not authorised) is reported
-      as a topic-level error; the task goes on with its other partitions.
+      as a topic-level error; the task goes on with its other partitions. Every error the task
+      reports is one line classified by ``pipelines.kafka_errors`` (a missing ACL names the
+      principal, the operation, the topic and the ACL to add); a persistent authentication or
+      TLS failure is reported as cluster-wide (``TaskError.kind``): the driver stops (exit 2).
+      Nothing the task raises is a librdkafka exception (those do not pickle): it raises
+      :class:`TaskFailed` with the classified line.
     * The task stops when the driver asks on the channel's control partition (flushing and
       reporting what it copied, committing its open transaction), or when its worker's parent
       (the driver) is gone.
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.errors import first_line
+from pipelines import kafka_errors
 from pipelines.replicate import channel
 from pipelines.replicate.copy_task import (
     _produce_epoch_zero,
@@ -53,6 +59,13 @@ CONSUME_BATCH = 5_000
 PUBLISH_INTERVAL_S = 0.25
 TXN_INTERVAL_S = 0.1
 CONTROL_POLL_S = 0.25
+# An authentication or TLS failure stops the flow only once it lasted this long (librdkafka
+# retries; a broker restarting may refuse a few connections); checked every CLUSTER_CHECK_S.
+PERSISTENT_S = 15.0
+CLUSTER_CHECK_S = 5.0
+# Cluster-wide problems that stop the flow (exit 2); "unreachable" is waited out.
+STOPPING_KINDS = frozenset({kafka_errors.AUTHENTICATION, kafka_errors.TLS,
+                            kafka_errors.PROTOCOL})
 # librdkafka error names that concern one topic: the topic is refused, the others go on.
 TOPIC_LEVEL = frozenset({
     "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION", "TOPIC_AUTHORIZATION_FAILED",
@@ -78,10 +91,13 @@ class StreamSpec:
     producer_config: Mapping[str, Any]
     control_config: Mapping[str, Any]  # a consumer of the target cluster (secrets: never log)
     transactional_id: str | None = None
+    source_alias: str = "the source cluster"  # named in classified errors
+    target_alias: str = "the target cluster"
 
 
 class TaskFailed(RuntimeError):
-    """The task cannot go on (reported on the channel before it is raised)."""
+    """The task cannot go on (reported on the channel before it is raised); its message is
+    one classified line, and it pickles (it crosses process boundaries)."""
 
 
 class _Part:
@@ -105,18 +121,34 @@ def run(spec: StreamSpec) -> None:
     pconf["error_cb"] = lambda err: fatal.append(err.str()) if err.fatal() else None
     if spec.transactional_id:
         pconf["transactional.id"] = spec.transactional_id
-    producer = Producer(pconf)
-    consumer = Consumer(dict(spec.consumer_config))
-    control = Consumer(dict(spec.control_config))
+    pconf, target_watch = kafka_errors.watched(pconf)
+    cconf, source_watch = kafka_errors.watched(spec.consumer_config)
+    try:
+        producer = Producer(pconf)
+        consumer = Consumer(cconf)
+        control = Consumer(dict(spec.control_config))
+    except Exception as exc:  # bad client settings: a librdkafka exception must not escape
+        raise TaskFailed(f"cannot create Kafka clients: {first_line(exc)}") from None
     copier = _Copier(spec, parts, producer, consumer, control, fatal)
+    copier.watches = (source_watch, target_watch)
     try:
         if spec.transactional_id:
-            producer.init_transactions(FLUSH_TIMEOUT_S)
-            producer.begin_transaction()
+            try:
+                producer.init_transactions(FLUSH_TIMEOUT_S)
+                producer.begin_transaction()
+            except TaskFailed:
+                raise
+            except Exception as exc:
+                copier.fail_classified(exc, "the replica producer's transactions failed",
+                                       resource=f"transactional-id {spec.transactional_id}")
         control.assign([TopicPartition(spec.channel_topic, channel.CONTROL_PARTITION,
                                        spec.control_start)])
         consumer.assign([TopicPartition(t, p, s) for t, _, p, s in spec.partitions])
         copier.loop()
+    except TaskFailed:
+        raise
+    except Exception as exc:  # anything else, classified, as TaskFailed (it pickles)
+        copier.fail_classified(exc, "the copy failed")
     finally:
         consumer.close()
         control.close()
@@ -130,6 +162,37 @@ class _Copier:
         self.control, self.fatal = control, fatal
         self.eos = bool(spec.transactional_id)
         self.zero: dict[str, Any] = {"config": dict(spec.producer_config)}
+        self.watches: tuple[kafka_errors.ErrorWatch, ...] = ()  # (source, target)
+        self.next_cluster_check = time.monotonic() + CLUSTER_CHECK_S
+
+    def classify(self, error: Any, *, source: bool, operation: str | None = None,
+                 resource: str | None = None) -> kafka_errors.Problem:
+        """``error`` as a classified one-line problem of the source or the target cluster."""
+        spec = self.spec
+        watch = self.watches[0 if source else 1] if self.watches else None
+        return kafka_errors.classify(
+            error, spec.source_alias if source else spec.target_alias,
+            spec.consumer_config if source else spec.producer_config,
+            operation=operation, resource=resource, watch=watch)
+
+    def fail_classified(self, exc: Any, what: str, resource: str | None = None) -> None:
+        problem = self.classify(exc, source=False, operation="WRITE" if resource else None,
+                                resource=resource)
+        self._fail(None, f"{what}: {problem.message}", kind=problem.kind)
+
+    def _check_clusters(self) -> None:
+        """Fail with a cluster-wide error once authentication or TLS kept failing."""
+        now = time.monotonic()
+        if now < self.next_cluster_check:
+            return
+        self.next_cluster_check = now + CLUSTER_CHECK_S
+        for i, watch in enumerate(self.watches):
+            cause = watch.persistent_cause(PERSISTENT_S)
+            if cause is None:
+                continue
+            problem = self.classify(f"{cause[0]}: {cause[1]}", source=i == 0)
+            if problem.kind in STOPPING_KINDS:
+                self._fail(None, problem.message, kind=problem.kind)
 
     def loop(self) -> None:
         interval = TXN_INTERVAL_S if self.eos else PUBLISH_INTERVAL_S
@@ -141,12 +204,15 @@ class _Copier:
                 next_control = now + CONTROL_POLL_S
                 if self._stop_requested():
                     break
+                self._check_clusters()
             msg = self.consumer.poll(min(0.1, max(0.0, next_report - now)))
             if msg is not None:
                 self._copy([msg, *self.consumer.consume(CONSUME_BATCH - 1, 0)])
             self.producer.poll(0)
             if self.fatal:
-                self._fail(None, f"the replica producer failed: {self.fatal[0]}")
+                problem = self.classify(self.fatal[0], source=False)
+                self._fail(None, f"the replica producer failed: {problem.message}",
+                           kind=problem.kind)
             if time.monotonic() >= next_report:
                 self._report()
                 next_report = time.monotonic() + interval
@@ -212,8 +278,8 @@ class _Copier:
             return
         o.stopped = True
         self.consumer.pause([_tp(o)])
-        self._publish_error(o, f"reading {o.d.topic}[{o.d.partition}] failed: {err.str()}",
-                            topic_level=True)
+        problem = self.classify(err, source=True, operation="READ", resource=f"topic {o.d.topic}")
+        self._publish_error(o, problem.message, topic_level=True, kind=problem.kind)
 
     def _report(self, final: bool = False) -> None:
         """Report delivered runs (exactly-once: flush, report and commit the transaction)."""
@@ -235,7 +301,10 @@ class _Copier:
             except DeliveryError as exc:
                 codes = set(o.d.failure_codes)
                 self._report_taken(out)
-                self._fail(o, str(exc), topic_level=bool(codes) and codes <= TOPIC_LEVEL)
+                problem = self.classify(" ".join(o.d.failures[:1]) or exc, source=False,
+                                        operation="WRITE", resource=f"topic {o.d.replica}")
+                self._fail(o, problem.message, kind=problem.kind,
+                           topic_level=bool(codes) and codes <= TOPIC_LEVEL)
             if not runs:
                 continue
             lat_max, lat_sum = o.d.latency
@@ -263,14 +332,16 @@ class _Copier:
         _produce_when_queue_drains(self.producer, self.spec.channel_topic, value,
                                    self.spec.task.encode(), channel.RUNS_PARTITION, None, 0, None)
 
-    def _publish_error(self, o: _Part | None, message: str, *, topic_level: bool) -> None:
+    def _publish_error(self, o: _Part | None, message: str, *, topic_level: bool,
+                       kind: str = "") -> None:
         topic, partition = (o.d.topic, o.d.partition) if o else ("", -1)
         value = channel.encode_error(channel.TaskError(self.spec.task, topic, partition,
-                                                       message, topic_level))
+                                                       message, topic_level, kind))
         if self.eos:
             # Outside the (aborted) transaction a transactional producer cannot write: the
-            # driver sees the task end and restarts it; a topic-level error is still sent.
-            return self._send_plain(value) if topic_level else None
+            # driver sees the task end and restarts it; a topic-level or cluster-wide error is
+            # still sent.
+            return self._send_plain(value) if topic_level or kind in STOPPING_KINDS else None
         self._send(value)
         self.producer.flush(10)
 
@@ -284,14 +355,15 @@ class _Copier:
                   channel.RUNS_PARTITION)
         p.flush(10)
 
-    def _fail(self, o: _Part | None, message: str, *, topic_level: bool = False) -> None:
+    def _fail(self, o: _Part | None, message: str, *, topic_level: bool = False,
+              kind: str = "") -> None:
         if self.eos:
             try:
                 self.producer.abort_transaction(FLUSH_TIMEOUT_S)
             except Exception:
                 pass  # fenced or fatal: the next holder of the id aborts it
         try:
-            self._publish_error(o, message, topic_level=topic_level)
+            self._publish_error(o, message, topic_level=topic_level, kind=kind)
         except Exception as exc:
             log.warning("task %s: error not reported: %s", self.spec.task, first_line(exc))
         raise TaskFailed(message)

@@ -40,8 +40,8 @@ def _local_main(spec: StreamSpec, parent: int) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         run(spec)
-    except TaskFailed as exc:
-        log.error("task %s failed: %s", spec.task, exc)
+    except Exception as exc:  # TaskFailed is one classified line; anything else, its first
+        log.error("task %s failed: %s", spec.task, first_line(exc))
         sys.exit(3)
 
 
@@ -104,8 +104,8 @@ def _spark_task(specs: Any) -> Any:
         try:
             run(spec)
             yield (spec.task, None)
-        except TaskFailed as exc:
-            yield (spec.task, str(exc))
+        except Exception as exc:  # a plain string back: a librdkafka exception does not pickle
+            yield (spec.task, first_line(exc) if not isinstance(exc, TaskFailed) else str(exc))
 
 
 class SparkStreams:

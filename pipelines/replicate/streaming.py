@@ -42,7 +42,7 @@ from typing import Any
 
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
-from pipelines import kafka_admin
+from pipelines import kafka_admin, kafka_errors
 from pipelines.replicate import channel, sink, source, state, stream_task
 from pipelines.replicate.plan import TP, RecordedTail
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
@@ -112,6 +112,7 @@ class StreamingReplicator:
         self._revoked_at = 0.0
         self._lost_since: float | None = None  # lease lost, not yet taken back
         self._announced_at = -1  # offset of this driver's lease message in the runs partition
+        self._watch = kafka_errors.ErrorWatch()  # the channel consumer's causes
         self.workers: LocalStreams | SparkStreams | None = None
 
     @property
@@ -131,9 +132,13 @@ class StreamingReplicator:
         deadline = time.monotonic() + LEASE_TIMEOUT_S
         while not self._lease.is_set():
             msg = self._consumer.poll(0.2)
-            if msg is not None:  # fetched as soon as assigned: the catch-up reads it first
+            if msg is not None and msg.error() is not None:
+                self._refuse_unauthorized(msg.error())
+            elif msg is not None:  # fetched as soon as assigned: the catch-up reads it first
                 self._early.append(msg)
             if time.monotonic() > deadline:
+                self._refuse_unauthorized(None)
+                self._check_target(0.0)
                 raise LeaseError(
                     f"flow {self.r.flow.name} is streamed by another replicate job: consumer "
                     f"group {self.group} on {self.r.flow.target} holds its runs channel "
@@ -167,6 +172,7 @@ class StreamingReplicator:
             self._lease.set()
 
     def _on_error(self, err: Any) -> None:
+        self._watch(err)
         if _is_fenced(err):
             log.warning("flow %s: runs channel consumer: %s", self.r.flow.name, err.str())
             self._fenced = True
@@ -182,6 +188,39 @@ class StreamingReplicator:
         """Whether this driver still holds the runs partition: a newer driver of the flow (same
         static group member) fences it, and its next offset commit says so (``_fenced``)."""
         self._commit_channel_offset()
+
+    def _refuse_unauthorized(self, err: Any) -> None:
+        """A missing ACL on the runs channel or the driver's group stops the flow, named
+        (``err``: a consumer error, or None for the cause its error_cb saw)."""
+        if err is None:
+            cause = self._watch.cause()
+            if cause is None:
+                return
+            name, err = cause[0], f"{cause[0]}: {cause[1]}"
+        else:
+            name = err.name()
+        if name == "GROUP_AUTHORIZATION_FAILED":
+            problem = self._classify(err, "READ", f"group {self.group}")
+        elif name == "TOPIC_AUTHORIZATION_FAILED":
+            problem = self._classify(err, "READ", f"topic {self.topic}")
+        else:
+            return
+        raise kafka_errors.KafkaAccessError.of(problem)
+
+    def _classify(self, err: Any, operation: str | None = None,
+                  resource: str | None = None) -> kafka_errors.Problem:
+        target = self.r.config.cluster(self.r.flow.target)
+        return kafka_errors.classify(err, target.alias, target.properties,
+                                     operation=operation, resource=resource, watch=self._watch)
+
+    def _check_target(self, persistent_s: float = stream_task.PERSISTENT_S) -> None:
+        """Stop (exit 2) once authentication or TLS with the target kept failing."""
+        cause = self._watch.persistent_cause(persistent_s)
+        if cause is None:
+            return
+        problem = self._classify(f"{cause[0]}: {cause[1]}")
+        if problem.kind in stream_task.STOPPING_KINDS:
+            raise kafka_errors.KafkaAccessError.of(problem)
 
     def _lease_lost(self, now: float) -> bool:
         return self._fenced or (not self._lease.is_set()
@@ -230,6 +269,10 @@ class StreamingReplicator:
                              (err, msg.offset() if err is None else -1)))
         producer.flush(30)
         if not done or done[0][0] is not None:
+            if done:
+                problem = self._classify(done[0][0], "WRITE", f"topic {self.topic}")
+                if problem.kind != kafka_errors.OTHER:
+                    raise kafka_errors.KafkaAccessError.of(problem)
             raise OffsetLedgerError(f"flow {self.r.flow.name}: cannot write to the runs "
                                     f"channel {self.topic} on {self.r.flow.target}"
                                     f"{f': {done[0][0].str()}' if done else ''}")
@@ -288,13 +331,21 @@ class StreamingReplicator:
 
     def _fence(self, slots: Any) -> None:
         """Exactly-once: abort the open transaction of each slot's id and fence its holder."""
-        from confluent_kafka import Producer
+        from confluent_kafka import KafkaException, Producer
 
-        conf = sink.producer_config(self.r.config.cluster(self.r.flow.target).properties)
+        target = self.r.config.cluster(self.r.flow.target)
+        conf = sink.producer_config(target.properties)
         for slot in slots:
             tid = stream_task.transactional_id(self.r.flow.source, self.r.flow.target, slot)
-            producer = Producer({**conf, "transactional.id": tid})
-            producer.init_transactions(sink.FLUSH_TIMEOUT_S)
+            conf_tid, watch = kafka_errors.watched({**conf, "transactional.id": tid})
+            producer = Producer(conf_tid)
+            try:
+                producer.init_transactions(sink.FLUSH_TIMEOUT_S)
+            except KafkaException as exc:  # a missing ACL (TransactionalId Write), ...
+                kafka_errors.serve(producer)
+                raise kafka_errors.KafkaAccessError.of(kafka_errors.classify(
+                    exc, target.alias, target.properties, operation="WRITE",
+                    resource=f"transactional-id {tid}", watch=watch)) from None
             producer.flush(0)
 
     def catch_up(self) -> None:
@@ -410,6 +461,7 @@ class StreamingReplicator:
                 self._sync_tasks()
                 next_refresh = time.monotonic() + refresh_s
             elif now >= next_tick:
+                self._check_target()
                 self._check_lease()
                 self.r.heartbeat()
                 self._check_sources()
@@ -457,17 +509,28 @@ class StreamingReplicator:
         task = self.tasks.get(error.task)
         if task is None:
             return
+        if error.kind in stream_task.STOPPING_KINDS or (
+                error.kind == kafka_errors.AUTHORIZATION and not error.topic_level):
+            # Every task would fail alike (credentials, TLS, a transactional id's ACL).
+            log.error("flow %s: copy task %s: %s", self.r.flow.name, error.task, error.message)
+            raise kafka_errors.KafkaAccessError(error.message, error.kind)
         if not error.topic_level:
             log.error("flow %s: copy task %s failed (it restarts from the ledger's position): "
                       "%s", self.r.flow.name, error.task, error.message)
             return
         topic = error.topic
         src = self.r.config.cluster(self.r.flow.source)
-        if topic not in kafka_admin.list_topics(src):
+        # By name: a topic the principal may no longer describe is unreadable, not removed.
+        found = kafka_admin.describe_topics(src, [topic], "READ").get(topic)
+        if isinstance(found, kafka_errors.KafkaAccessError) \
+                and found.kind == kafka_errors.UNKNOWN_TOPIC:
             message = f"topic {topic} was removed from {self.r.flow.source}: no longer " \
                       f"replicated"
+        elif isinstance(found, kafka_errors.KafkaAccessError) \
+                and error.kind != kafka_errors.AUTHORIZATION:
+            message = str(found)  # e.g. READ revoked: the look-up names the missing ACL
         else:
-            message = error.message
+            message = f"{topic}[{error.partition}]: {error.message}"
         log.error("flow %s: topic %s left: %s", self.r.flow.name, topic, message)
         self.r.broken[topic] = message
         self.r.result.errors[topic] = message
@@ -585,7 +648,8 @@ class StreamingReplicator:
                 "auto.offset.reset": "latest", "log_level": 3}),
             transactional_id=(stream_task.transactional_id(self.r.flow.source,
                                                            self.r.flow.target, slot)
-                              if self.exactly_once else None))
+                              if self.exactly_once else None),
+            source_alias=self.r.flow.source, target_alias=self.r.flow.target)
         self.tasks[task] = _Task(task, slot, list(partitions))
         self._workers().start(spec)
         log.info("flow %s: task %s copies %s partition(s)", self.r.flow.name, task,

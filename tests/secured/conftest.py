@@ -80,6 +80,46 @@ def grant_replicator(pair: SecuredPair, source: str, target: str, topics: list[s
                                                      "DESCRIBE_CONFIGS"])
 
 
+def grant_streaming(pair: SecuredPair, source: str, target: str) -> None:
+    """What continuous ``replicate`` in streaming mode needs on the target besides
+    :func:`grant_replicator` (docs/security.md): the runs channel topic, the driver's group
+    (the lease) and, for ``--exactly-once``, the transactional ids (prefixed)."""
+    r, flow = "replicator", f"{source}-{target}"
+    pair.grant(target, r, "TOPIC", f"offset-ledger-runs.{flow}.internal",
+               ["CREATE", "WRITE", "READ", "DESCRIBE"])
+    pair.grant(target, r, "GROUP", f"offset-ledger-replicate.{flow}", ["READ", "DESCRIBE"])
+    pair.grant(target, r, "TRANSACTIONAL_ID", f"offset-ledger-replicate.{flow}.",
+               ["WRITE", "DESCRIBE"], "PREFIXED")
+
+
+def committed_values(props: dict[str, Any], topic: str, partitions: int,
+                     timeout: float = 60.0) -> list[str]:
+    """Every value of ``topic`` a ``read_committed`` consumer reads (to the end, no group)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({**props, "group.id": f"count-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "enable.auto.commit": False, "log_level": 0})
+    out: list[str] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == -191:  # _PARTITION_EOF
+                    at_end.add(msg.partition())
+                continue
+            at_end.discard(msg.partition())
+            out.append(msg.value().decode())
+    finally:
+        consumer.close()
+    return out
+
+
 def grant_app(pair: SecuredPair, topics: list[str], groups: list[str]) -> None:
     """The application's ACLs: its topics and their replicas on both clusters, its groups."""
     for alias, other in (("P", "B"), ("B", "P")):

@@ -10,7 +10,10 @@ regex allowlists), a missing WRITE on the target. No secret in any output or fil
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -19,9 +22,11 @@ import pytest
 from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.cluster_security import make_ca
 from tests.secured.conftest import (
+    committed_values,
     create_topic,
     grant_app,
     grant_replicator,
+    grant_streaming,
     kip848_consume,
     produce,
     start_pair,
@@ -182,6 +187,7 @@ def test_wrong_password_is_named_not_unreachable(spark, pair, tmp_path, capsys):
         assert_no_secret(pair, text)
 
     refused("replicate", "--flow", "P->B", "--once")
+    refused("replicate", "--flow", "P->B")  # streaming: refused before anything starts
     refused("failover", "--group", "G", "--from", "P", "--to", "B")
     refused("ingest", "mm2", "--flow", "P->B", "--once")
     assert not (tmp_path / "ledger").exists(), "something was written"
@@ -264,40 +270,94 @@ def test_missing_write_on_the_target_is_a_topic_error_not_a_traceback(spark, pai
     assert ends == {(f"P.{fine}", 0): 30}
 
 
-def test_copy_tasks_as_spark_tasks_and_a_continuous_run(spark, pair, tmp_path, capsys):
-    topic = unique("Spark")
+def test_copy_tasks_as_spark_tasks_then_streaming_with_its_acls(spark, pair, tmp_path, capsys):
+    topic, denied = unique("Spark"), unique("Revoked")
     create_topic(pair, "P", topic, 2)
-    grant_replicator(pair, "P", "B", [topic])
-    produce(pair.admin("P"), topic, [f"v{i}" for i in range(200)], 2)
-    config = pair.config(tmp_path, flows={"P->B": {"topics": [topic]}, "B->P": False})
+    create_topic(pair, "P", denied, 1)
+    grant_replicator(pair, "P", "B", [topic, denied])
+    admin = pair.admin("P")
+    produce(admin, topic, [f"v{i}" for i in range(200)], 2)
+    produce(admin, denied, [f"d{i}" for i in range(20)], 1)
+    config = pair.config(tmp_path, flows={"P->B": {"topics": [topic, denied]}, "B->P": False})
     code, _, err = run(capsys, "replicate", "--flow", "P->B", "--once", "--executor", "spark",
                        "--config", config.path)
     assert code == 0, err
     replica = [(f"P.{topic}", p) for p in range(2)]
     assert sum(kafka_offsets.list_offsets(config.cluster("B"), "latest", replica).values()) == 200
 
-    # Continuous (batch mode): new records are copied until the run is stopped.
-    from pipelines.replicate.job import replicate_continuously
+    # Streaming (the default continuous mode), exactly-once, with only the ACLs
+    # docs/security.md lists for it. READ on one topic is revoked while it streams: that topic
+    # is named with the ACL to add (exit 1), the other goes on.
+    grant_streaming(pair, "P", "B")
+    produce(admin, topic, [f"w{i}" for i in range(100)], 2)
+    b_admin = pair.admin("B")
+    failures: list[BaseException] = []
 
-    produce(pair.admin("P"), topic, [f"w{i}" for i in range(100)], 2)
-    stop = threading.Event()
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(r=replicate_continuously(
-        None, config, "P->B", interval_s=0.5, stop=stop, executor="local", mode="batch")),
-        daemon=True)
-    thread.start()
-    try:
-        import time
-
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and sum(kafka_offsets.list_offsets(
-                config.cluster("B"), "latest", replica).values()) < 300:
+    def wait(condition, what: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.5)
+
+    def drive() -> None:
+        try:
+            wait(lambda: len(committed_values(b_admin, f"P.{topic}", 2, 10)) == 300, "300")
+            pair.revoke("P", "replicator", "TOPIC", denied, ["READ", "DESCRIBE_CONFIGS"])
+            produce(admin, topic, [f"x{i}" for i in range(50)], 2)
+            produce(admin, denied, [f"e{i}" for i in range(10)], 1)
+            wait(lambda: len(committed_values(b_admin, f"P.{topic}", 2, 10)) == 350, "350")
+            wait(lambda: channel_error(b_admin, denied), f"the error of {denied}")
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # the job records and stops
+
+    # A SIGTERM arriving after the job ended must not end the test run.
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    try:
+        code, out, err = run(capsys, "replicate", "--flow", "P->B", "--exactly-once",
+                             "--executor", "local", "--commit-interval", "1", "--interval",
+                             "0.5", "--config", config.path)
+        driver.join(180)
     finally:
-        stop.set()
-        thread.join(60)
-    assert sum(kafka_offsets.list_offsets(config.cluster("B"), "latest", replica).values()) == 300
-    assert result["r"].errors == {}
+        signal.signal(signal.SIGTERM, previous)
+    assert not failures, (failures, err[-4000:])
+    assert code == 1, out + err
+    assert f"error: topic {denied} not replicated: " in err
+    assert (f"cluster P: User:replicator is not authorized to READ topic {denied}: add ACL "
+            f"--allow-principal User:replicator --operation Read --topic {denied}") in err
+    assert "removed" not in err and "Traceback" not in err and "pickle" not in err.lower()
+    values = committed_values(b_admin, f"P.{topic}", 2)
+    assert len(values) == 350 and len(set(values)) == 350, "a read_committed reader: once each"
+    assert len(committed_values(b_admin, f"P.{denied}", 1)) == 20
+    code, out, _ = run(capsys, "status", "--flow", "P->B", "--format", "json", "--config",
+                       config.path)
+    flow = json.loads(out)["flows"][0]
+    assert code != 0 and flow["caught_up"] is False
+    assert f"topic {denied} is not replicated" in flow["error"]
+    assert_no_secret(pair, out, err, folder=tmp_path)
+
+
+def channel_error(props: dict, topic: str) -> bool:
+    """Whether the flow's runs channel holds a copy task's error for ``topic``."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from pipelines.replicate import channel
+
+    consumer = Consumer({**props, "group.id": unique("peek"), "enable.partition.eof": True,
+                         "isolation.level": "read_committed", "log_level": 0})
+    try:
+        consumer.assign([TopicPartition(channel.topic_name("P", "B"), channel.RUNS_PARTITION,
+                                        OFFSET_BEGINNING)])
+        while (msg := consumer.poll(5)) is not None and msg.error() is None:
+            decoded = channel.decode(msg.value())
+            if isinstance(decoded, channel.TaskError) and decoded.topic == topic:
+                return True
+    finally:
+        consumer.close()
+    return False
 
 
 def mm2_acls(pair, user: str, topic_prefix: str) -> None:
