@@ -113,6 +113,7 @@ class StreamingReplicator:
         self._lost_since: float | None = None  # lease lost, not yet taken back
         self._announced_at = -1  # offset of this driver's lease message in the runs partition
         self._watch = kafka_errors.ErrorWatch()  # the channel consumer's causes
+        self._syncing = self._resync = False
         self.workers: LocalStreams | SparkStreams | None = None
 
     @property
@@ -519,31 +520,59 @@ class StreamingReplicator:
                       "%s", self.r.flow.name, error.task, error.message)
             return
         topic = error.topic
+        if topic in self.r.broken:
+            return  # refused already (its end offsets could not be read)
+        found = self._look_up([topic]).get(topic)
+        if found is None or (error.kind == kafka_errors.AUTHORIZATION
+                             and not found.startswith("topic ")):
+            found = f"{topic}[{error.partition}]: {error.message}"
+        self._refuse(topic, found)
+
+    def _look_up(self, topics: list[str]) -> dict[str, str]:
+        """Why each of ``topics`` cannot be replicated, looked up by name (a topic the
+        principal may no longer describe is unreadable, not removed); readable ones omitted."""
         src = self.r.config.cluster(self.r.flow.source)
-        # By name: a topic the principal may no longer describe is unreadable, not removed.
-        found = kafka_admin.describe_topics(src, [topic], "READ").get(topic)
-        if isinstance(found, kafka_errors.KafkaAccessError) \
-                and found.kind == kafka_errors.UNKNOWN_TOPIC:
-            message = f"topic {topic} was removed from {self.r.flow.source}: no longer " \
-                      f"replicated"
-        elif isinstance(found, kafka_errors.KafkaAccessError) \
-                and error.kind != kafka_errors.AUTHORIZATION:
-            message = str(found)  # e.g. READ revoked: the look-up names the missing ACL
-        else:
-            message = f"{topic}[{error.partition}]: {error.message}"
+        out = {}
+        for topic, found in kafka_admin.describe_topics(src, topics, "READ").items():
+            if isinstance(found, int):
+                continue
+            out[topic] = (f"topic {topic} was removed from {self.r.flow.source}: no longer "
+                          f"replicated" if found.kind == kafka_errors.UNKNOWN_TOPIC
+                          else str(found))  # e.g. READ revoked: names the missing ACL
+        return out
+
+    def _refuse(self, topic: str, message: str) -> None:
+        """Stop replicating ``topic`` (named in the log and the result); the others go on."""
         log.error("flow %s: topic %s left: %s", self.r.flow.name, topic, message)
         self.r.broken[topic] = message
         self.r.result.errors[topic] = message
         self.r._drop_broken()
         self._sync_tasks()
 
+    def _end_offsets(self) -> dict[TP, int]:
+        """The source's end offsets; a topic that can no longer be read is refused first."""
+        try:
+            return self.r.end_offsets()
+        except kafka_errors.KafkaAccessError as exc:
+            if exc.kind not in (kafka_errors.AUTHORIZATION, kafka_errors.UNKNOWN_TOPIC):
+                raise
+            unreadable = self._look_up(sorted({t for t, _ in self.r.positions}))
+            if not unreadable:
+                raise
+            for topic, message in unreadable.items():
+                if topic not in self.r.broken:
+                    self._refuse(topic, message)
+            return self.r.end_offsets()
+
     def commit(self) -> None:
         """Record the accepted runs in Delta, then move the channel hint; tell observers."""
         if not self.pending:
             return
+        ends = self._end_offsets()  # may refuse a topic (and commit what its tasks reported)
+        if not self.pending:
+            return
         parts, self.pending = self.pending, []
         started = time.perf_counter()
-        ends = self.r.end_offsets()
         self.r._record(channel.summaries(parts), ends)
         self.commits += 1
         self.r.positions = channel.positions_after(
@@ -581,9 +610,28 @@ class StreamingReplicator:
     # --- tasks ---------------------------------------------------------------------------
 
     def _sync_tasks(self) -> None:
-        """Tasks for the partitions to copy: new ones started, dropped ones restarted."""
+        """Tasks for the partitions to copy: new ones started, dropped ones restarted.
+
+        Not reentrant: stopping a task reads the channel, whose messages (a topic refused)
+        may ask for another sync; that one runs after this one, never inside it (two tasks
+        would copy the partitions of the task being stopped).
+        """
+        if self._syncing:
+            self._resync = True
+            return
+        self._syncing = True
+        try:
+            self._resync = True
+            while self._resync:
+                self._resync = False
+                self._sync_tasks_once()
+        finally:
+            self._syncing = False
+
+    def _sync_tasks_once(self) -> None:
         wanted = set(self.r.positions)
-        held = {tp for t in self.tasks.values() if not t.stopping for tp in t.partitions}
+        # Partitions of a task being stopped are held: whoever stops it restarts them.
+        held = {tp for t in self.tasks.values() for tp in t.partitions}
         pending_restart = {tp for _, tps in self.restart_at.values() for tp in tps}
         stale = [t for t in self.tasks.values()
                  if not t.stopping and any(tp not in wanted for tp in t.partitions)]
@@ -728,7 +776,7 @@ class StreamingReplicator:
 
     def _check_sources(self) -> None:
         before = set(self.r.broken)
-        self.r._refuse_sources_behind(self.r.end_offsets())
+        self.r._refuse_sources_behind(self._end_offsets())
         if set(self.r.broken) - before:
             self.r._drop_broken()
             self._sync_tasks()
