@@ -75,10 +75,13 @@ def test_operation_past_the_horizon_is_audited_from_its_recorded_evidence(
     assert {r["offset_syncs_version"] for r in spans} == {failback.offset_syncs_version}
 
     # Inside the horizon: time travel; --evidence gives the same answers from the evidence.
-    travelled = audit_json(config.path, capsys, "--operation", op_id)
+    # --marts: the dbt marts (time travel at the operation's versions), not the quick answer
+    # from the evidence that `audit --operation X` gives by default.
+    travelled = audit_json(config.path, capsys, "--operation", op_id, "--marts")
     assert {r["audit_source"] for r in travelled} == {"time_travel"}
     assert len(travelled) == 2 and all(r["matches_retranslation"] for r in travelled)
-    from_evidence = audit_json(config.path, capsys, "--operation", op_id, "--evidence")
+    from_evidence = audit_json(config.path, capsys, "--operation", op_id, "--marts",
+                               "--evidence")
     assert {r["audit_source"] for r in from_evidence} == {"recorded_evidence"}
     assert comparable(from_evidence) == comparable(travelled)
 
@@ -100,8 +103,8 @@ def test_operation_past_the_horizon_is_audited_from_its_recorded_evidence(
         ledger.read(OFFSET_SYNCS, version=failback.offset_syncs_version).collect()
     assert past_horizon(ledger, [failback]) == [op_id]
 
-    # One audit past the horizon gives both the resume audit and the failback mart.
-    marts = json.loads(audit_output(config.path, capsys, "--operation", op_id,
+    # One dbt audit past the horizon gives both the resume audit and the failback mart.
+    marts = json.loads(audit_output(config.path, capsys, "--operation", op_id, "--marts",
                                     "--format", "json"))
     expired = marts["resume_audit"]
     assert {r["audit_source"] for r in expired} == {"recorded_evidence"}
