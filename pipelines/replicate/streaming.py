@@ -42,7 +42,7 @@ from typing import Any
 
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
-from pipelines import kafka_admin, kafka_errors
+from pipelines import kafka_admin, kafka_errors, preflight
 from pipelines.replicate import channel, sink, source, state, stream_task
 from pipelines.replicate.plan import TP, RecordedTail
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
@@ -125,8 +125,10 @@ class StreamingReplicator:
     def open(self) -> None:
         """Take the lease, fence (exactly-once), and catch Delta up from the channel."""
         target = self.r.config.cluster(self.r.flow.target)
-        kafka_admin.check_reachable(self.r.config.cluster(self.r.flow.source))
-        kafka_admin.check_reachable(target)
+        # Fails at once on wrong credentials or an untrusted certificate (exit 2), as the
+        # operator verbs do; a slow but live cluster is given the whole 10 s.
+        preflight.check_reachable(self.r.config.cluster(self.r.flow.source), 10.0)
+        preflight.check_reachable(target, 10.0)
         kafka_admin.create_topic(target, self.topic, 2, channel.TOPIC_CONFIGS,
                                  self.r.config.replication_factor)
         self._consumer = self._channel_consumer()
