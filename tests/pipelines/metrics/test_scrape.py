@@ -166,9 +166,11 @@ def test_prometheus_scrapes_replicate_and_checkpoint(spark, make_config, unique,
         text = http_get(f"http://127.0.0.1:{ports['offset-ledger-replicate']}/metrics").decode()
         assert "process_cpu_seconds_total" in text and "offset_ledger_info" in text
 
-        # A restart recreates the replica and copies orders again as a new epoch: its lag
-        # returns to 0 and its RPO falls back.
-        assert replicate.stop() == 0, replicate.tail()
+        # Stopped on SIGTERM, the job exits 1 and names the topic it did not replicate (it never
+        # stops replicating a topic silently). A restart recreates the replica and copies orders
+        # again as a new epoch: its lag returns to 0 and its RPO falls back.
+        assert replicate.stop() == 1, replicate.tail()
+        assert f"error: topic {orders} not replicated" in replicate.tail()
         replicate = Job(replicate_argv, tmp_path / "replicate-2.log", env, tmp_path)
         jobs.append(replicate)
         wait_for(lambda: value(orders_lag) == 0, 300, f"{orders_lag} == 0", replicate.tail)

@@ -210,3 +210,21 @@ def await_checkpointed(config: Any, mm2: MirrorMaker2, topic: str, group: str,
             latest[p].upstream_offset == committed[p] for p in latest) else None
 
     return await_condition("MM2 checkpoints of the group", checkpointed, mm2=mm2)
+
+
+def await_group_known(mm2: MirrorMaker2, group: str) -> None:
+    """Wait until MM2's checkpoint task has restarted with ``group`` and started its stores.
+
+    A checkpoint task restarts whenever its list of groups changes, and the offset-sync store it
+    starts keeps only the newest sync per partition of what was written before it started: a
+    commit older than that sync is never checkpointed. A test that commits first, waits here,
+    then produces gets every sync into a running store, whatever the machine's speed.
+    """
+    def started() -> bool:
+        lines = mm2.log.read_text(errors="replace").splitlines() if mm2.log.exists() else []
+        known = [i for i, line in enumerate(lines)
+                 if "consumer groups" in line and "checkpointing" in line and group in line]
+        return bool(known) and any("starting checkpoint and offset sync stores" in line
+                                   for line in lines[known[-1]:])
+
+    await_condition(f"MM2's checkpoint task to start with group {group}", started, mm2=mm2)

@@ -17,6 +17,7 @@ from pipelines.workload import consume, produce
 from tests.pipelines.mm2.mm2_process import (
     await_checkpointed,
     await_condition,
+    await_group_known,
     ends,
     mm2_committed_all,
     replicated,
@@ -51,11 +52,13 @@ def test_ingest_then_translate_over_mm2_syncs(spark, mm2, mm2_config, unique, ca
     config = mm2_config
     topic, group = unique("mm2t-a"), unique("mm2g-a")
     kafka_admin.create_topic(config.cluster("P"), topic, PARTITIONS)
-    produce(config.cluster("P"), topic, [f"a{i}" for i in range(900)], PARTITIONS)
-    # The group's commits, away from MM2's sync points (0, 100, 200 downstream).
+    # The group's commits, away from MM2's sync points (0, 100, 200 downstream), known to MM2
+    # before any record is replicated (see await_group_known).
     committed = {0: 130, 1: 145, 2: 260}
     kafka_admin.alter_group_offsets(config.cluster("P"), group,
                                     {(topic, p): o for p, o in committed.items()})
+    await_group_known(mm2, group)
+    produce(config.cluster("P"), topic, [f"a{i}" for i in range(900)], PARTITIONS)
     mm2_cps = await_checkpointed(config, mm2, topic, group, committed)
 
     out = ingest(config, mm2, capsys)
@@ -125,12 +128,14 @@ def test_failover_with_mm2_then_failback_with_offset_ledger(spark, mm2, mm2_conf
     topic, group = unique("mm2t-f"), unique("mm2g-f")
     values = [f"f{i}" for i in range(1500)]
     kafka_admin.create_topic(P, topic, PARTITIONS)
-    produce(P, topic, values[:750], PARTITIONS)
-    # The group processed 30 records of each partition on P and committed.
+    # The group processed 30 records of each partition on P and committed; its commits are
+    # known to MM2 before any record is replicated (see await_group_known).
     before_failover = dict.fromkeys(range(PARTITIONS), 30)
-    on_p = read_values(P, topic, dict.fromkeys(range(PARTITIONS), 0), before_failover)
     kafka_admin.alter_group_offsets(P, group, {(topic, p): o
                                                for p, o in before_failover.items()})
+    await_group_known(mm2, group)
+    produce(P, topic, values[:750], PARTITIONS)
+    on_p = read_values(P, topic, dict.fromkeys(range(PARTITIONS), 0), before_failover)
     produce(P, topic, values[750:], PARTITIONS)  # MM2 replicates while the group works
     # Failover with MM2's own checkpoints: sync.group.offsets writes the group's offsets on B.
     await_condition("MM2 to replicate the topic", lambda: replicated(config, topic), mm2=mm2)
