@@ -183,7 +183,8 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
                            commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
                            exactly_once: bool | None = None,
                            on_commit: Observer | None = None,
-                           observer: ReplicationObserver | None = None) -> ReplicationResult:
+                           observer: ReplicationObserver | None = None,
+                           ledger_writes: str = "auto") -> ReplicationResult:
     """Run the flow until stopped (``stop`` set, or the process ends).
 
     ``mode="stream"`` (default): long-running copy tasks copy records as they arrive and the
@@ -198,6 +199,7 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
     In both, every ``refresh_s`` the configuration file is read again (allowlists), topics are
     re-selected and replicas created, grown and configured. ``observer`` (metrics) sees every
     recorded commit or batch and every measurement of the source's end offsets.
+    ``ledger_writes="spark"`` commits through Spark as a catalog ledger does.
     """
     stop = stop or threading.Event()
     if mode not in MODES:
@@ -207,7 +209,7 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
         streamer = StreamingReplicator(spark, config, flow_name,
                                        commit_interval_s=commit_interval_s,
                                        exactly_once=exactly_once, executor=executor,
-                                       observers=observers)
+                                       observers=observers, ledger_writes=ledger_writes)
         _attach(observer, streamer.r)
         try:
             streamer.run(stop, interval_s=interval_s, refresh_s=refresh_s, reload=reload_config)
@@ -215,7 +217,8 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
             streamer.close()
         return streamer.result
     replicator = FlowReplicator(spark, config, flow_name,
-                                max_records_per_batch=max_records_per_batch, executor=executor)
+                                max_records_per_batch=max_records_per_batch, executor=executor,
+                                ledger_writes=ledger_writes)
     _attach(observer, replicator)
     next_refresh = 0.0
     try:

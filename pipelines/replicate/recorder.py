@@ -38,7 +38,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ledger import commits
+from ledger import commits, direct
 from ledger.errors import OffsetLedgerError, first_line
 from ledger.records import ProgressRecord
 from ledger.records import rows as record_rows
@@ -93,6 +93,12 @@ class LedgerRecorder:
         with self._lock:
             self._tables_verified = verified
             self._direct = verified and self._ledger_writes == "auto" and not self._declined
+
+    @property
+    def direct_possible(self) -> bool:
+        """Whether delta-rs may commit at all (a local path ledger, writes not forced to
+        Spark); a catalog or object-store ledger commits with Spark."""
+        return self._ledger_writes == "auto" and direct.local_path(self.location) is not None
 
     @property
     def direct(self) -> bool:

@@ -2,7 +2,8 @@
 
     LocalStreams   one spawned process per task (a plain program whose Spark would be local)
     SparkStreams   one single-task Spark job per task, in a driver thread (a cluster,
-                   spark-submit, Databricks); a job group per task, cancelled to kill it
+                   spark-submit, Databricks); a job group per task, cancelled to kill it;
+                   one task slot fewer than the registered executors have (below)
 
 Both only start and watch tasks: the task itself (``stream_task.run``) reports its runs and
 errors on the runs channel, and stops when the driver asks there (``channel``), so stopping and
@@ -13,6 +14,10 @@ Invariants:
     * A Spark task is never retried with its original start offsets (they are stale once it
       copied): a retried attempt returns at once, the job ends, and the driver starts a new
       task from the ledger's position. Speculation must be off (``job``).
+    * A streaming Spark task holds its slot for as long as it runs, so one slot is always left
+      to the driver's own Spark jobs (a catalog ledger's commits and reads, a fallback from
+      delta-rs), which would otherwise wait behind the copy tasks for ever. A cluster with a
+      single slot streams only with a ledger committed by delta-rs (a local path).
     * Local workers die with the driver (``executors._watch_parent``) and ignore the signals
       sent to the process group, which the driver handles (it asks its tasks to stop).
 """
@@ -24,9 +29,10 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 from typing import Any
 
-from ledger.errors import first_line
+from ledger.errors import OffsetLedgerError, first_line
 from pipelines.replicate import plan
 from pipelines.replicate.executors import _watch_parent, local_master
 from pipelines.replicate.stream_task import StreamSpec, TaskFailed, run
@@ -108,12 +114,55 @@ def _spark_task(specs: Any) -> Any:
             yield (spec.task, first_line(exc) if not isinstance(exc, TaskFailed) else str(exc))
 
 
-class SparkStreams:
-    """Streaming tasks as long-running Spark tasks (one job, one task each)."""
+# How long a cluster driver waits for its first executors before it counts task slots.
+EXECUTORS_WAIT_S = 120.0
 
-    def __init__(self, spark: Any) -> None:
+
+def _running_slots(sc: Any, wait_s: float) -> int:
+    """How many tasks the registered executors run at once (0: unknown, or none within
+    ``wait_s``): Spark's own count (``SparkContext.maxNumConcurrentTasks``, internal API)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            jsc = sc._jsc.sc()
+            slots = int(jsc.maxNumConcurrentTasks(
+                jsc.resourceProfileManager().defaultResourceProfile()))
+        except Exception as exc:  # another Spark version: the configured parallelism counts
+            log.debug("counting task slots: %s", first_line(exc))
+            return 0
+        if slots > 0 or time.monotonic() >= deadline:
+            return slots
+        time.sleep(1.0)
+
+
+class SingleSlotError(OffsetLedgerError):
+    """Streaming Spark tasks would take the only slot the ledger's Spark commits need."""
+
+
+class SparkStreams:
+    """Streaming tasks as long-running Spark tasks (one job, one task each).
+
+    Args:
+        spark: the session whose executors run the tasks.
+        spark_ledger: the ledger is read and committed by Spark (a catalog schema, an object
+            store): it needs a free slot, so a single-slot cluster is refused.
+    """
+
+    def __init__(self, spark: Any, spark_ledger: bool = False) -> None:
         self.sc = spark.sparkContext
-        self.slots = plan.task_slots(self.sc.master, self.sc.defaultParallelism)
+        total = plan.task_slots(self.sc.master, self.sc.defaultParallelism)
+        running = _running_slots(self.sc, wait_s=0.0 if self.sc.master.startswith("local")
+                                 else EXECUTORS_WAIT_S)
+        if running:
+            # spark.default.parallelism may exceed the cores: a task beyond them would queue
+            # for good, its partitions never copied.
+            total = min(total, running)
+        if total < 2 and spark_ledger:
+            raise SingleSlotError(
+                f"streaming with Spark executors needs at least 2 task slots (copy tasks hold "
+                f"theirs for good; the ledger's Spark commits need one more), but "
+                f"{self.sc.master} has {total}: add executor cores, or use --mode batch")
+        self.slots = max(1, total - 1)
         self._threads: dict[str, threading.Thread] = {}
         self._outcome: dict[str, bool] = {}
 

@@ -83,8 +83,9 @@ class StreamingReplicator:
     def __init__(self, spark: Any | None, config: Config, flow_name: str, *,
                  commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
                  exactly_once: bool | None = None, executor: str = "auto",
-                 observers: list[Observer] | None = None) -> None:
-        self.r = FlowReplicator(spark, config, flow_name, executor=executor)
+                 observers: list[Observer] | None = None, ledger_writes: str = "auto") -> None:
+        self.r = FlowReplicator(spark, config, flow_name, executor=executor,
+                                ledger_writes=ledger_writes)
         flow = self.r.flow
         self.exactly_once = (config.exactly_once(flow) if exactly_once is None
                              else exactly_once)
@@ -329,7 +330,7 @@ class StreamingReplicator:
     def _workers(self) -> LocalStreams | SparkStreams:
         if self.workers is None:
             self.workers = LocalStreams() if self.r.local_copies else SparkStreams(
-                self.r.session())
+                self.r.session(), spark_ledger=not self.r.recorder.direct_possible)
         return self.workers
 
     def _fence(self, slots: Any) -> None:

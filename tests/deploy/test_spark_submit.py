@@ -145,12 +145,17 @@ def submit_command(master: str, wheel: Path, event_dir: Path, job: str, *args: s
             str(ROOT / "pipelines" / job / "job.py"), *args]
 
 
-def run_submit(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def submit_env() -> dict[str, str]:
     env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
                PYSPARK_PYTHON=sys.executable, SPARK_LAUNCHER_OPTS=TEST_JVM_OPTS)
     for key in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"):
         env.pop(key, None)
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return env
+
+
+def run_submit(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=submit_env(), capture_output=True, text=True,
+                          timeout=600)
 
 
 def event_log(event_dir: Path, before: set[Path]) -> list[dict]:
@@ -211,3 +216,86 @@ def test_jobs_run_on_the_cluster_executors(standalone: Standalone, wheel: Path, 
     assert {(t, p): o for (t, p), o in on_b.items() if t == f"P.{topic}"} == expected
     audit = json.loads(outputs["audit"])
     assert {(r["group_id"], r["topic"]) for r in audit["resume_audit"]} >= {(group, f"P.{topic}")}
+
+
+def _processes(marker: str) -> dict[int, str]:
+    """Running processes whose command line holds ``marker``: pid -> command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline:
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def test_streaming_replicate_on_the_executors_survives_a_lost_executor(
+        standalone: Standalone, wheel: Path, make_config, unique, tmp_path: Path) -> None:
+    """``replicate`` streaming as a spark-submit application: its copy tasks are long-running
+    tasks on the worker's executor; ``kill -9`` of that executor JVM (a lost executor) loses
+    nothing, the runs stay exact, and SIGTERM stops the application cleanly."""
+    from tests.pipelines.replicate.kafka_io import (
+        assert_runs_cover,
+        assert_runs_exact,
+        create_replication_tables,
+        read_all,
+        runs_of,
+    )
+
+    config = make_config(flows={"P->B": {"topics": ["sst-.*"]}})
+    create_replication_tables(config.ledger_location)
+    topic = unique("sst-topic")
+    p, b = config.cluster("P"), config.cluster("B")
+    kafka_admin.create_topic(p, topic, 2)
+    produce(p, topic, [f"a{i}" for i in range(40)], 2)
+
+    def recorded() -> int:
+        return sum(n for _, _, _, n in runs_of(config, topic))
+
+    events = tmp_path / "events"
+    events.mkdir()
+    work = tmp_path / "cwd"
+    work.mkdir()
+    cmd = submit_command(standalone.url, wheel, events, "replicate", "--flow", "P->B",
+                         "--commit-interval", "1", "--interval", "1", "--config", config.path)
+    log_path = tmp_path / "replicate.log"
+    with open(log_path, "wb") as out:
+        app = subprocess.Popen(cmd, cwd=work, env=submit_env(), stdout=out,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _await(lambda: recorded() >= 40 or app.poll() is not None, "the first runs", 300)
+        assert app.poll() is None, log_path.read_text()[-4000:]
+        executors = _processes("CoarseGrainedExecutorBackend")
+        assert len(executors) == 1, executors
+        lost = next(iter(executors))
+        os.kill(lost, signal.SIGKILL)
+        produce(p, topic, [f"b{i}" for i in range(40)], 2)
+        _await(lambda: recorded() >= 80 or app.poll() is not None, "runs after the loss", 300)
+        assert app.poll() is None, log_path.read_text()[-4000:]
+        assert set(_processes("CoarseGrainedExecutorBackend")) - {lost}, "no new executor"
+        # The Python driver (spark-submit's child) stops on SIGTERM as `replicate` does.
+        driver = next(pid for pid, c in _processes(str(ROOT / "pipelines" / "replicate" /
+                                                       "job.py")).items()
+                      if "java" not in c.split(" ")[0])
+        os.kill(driver, signal.SIGTERM)
+        assert app.wait(180) == 0, log_path.read_text()[-4000:]
+    finally:
+        if app.poll() is None:
+            os.killpg(app.pid, signal.SIGKILL)
+            app.wait()
+
+    source, replica = read_all(p, topic, 2), read_all(b, f"P.{topic}", 2)
+    runs = runs_of(config, topic)
+    assert_runs_exact(runs, source, replica)
+    assert_runs_cover(runs, source)
+    assert sum(len(r) for r in replica.values()) >= 80  # at least once: duplicates unmapped
+    log = event_log(events, set())
+    added = [e for e in log if e["Event"] == "SparkListenerExecutorAdded"]
+    removed = [e for e in log if e["Event"] == "SparkListenerExecutorRemoved"]
+    assert len(added) >= 2 and removed, "the lost executor was not replaced"
+    tasks = [e["Task Info"] for e in log if e["Event"] == "SparkListenerTaskEnd"]
+    assert tasks and {t["Executor ID"] for t in tasks} <= {e["Executor ID"] for e in added}

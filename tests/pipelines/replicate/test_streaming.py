@@ -187,6 +187,30 @@ def test_streams_with_long_running_spark_tasks(spark, make_config, unique):
     assert sum(len(r) for r in replica.values()) == 100
 
 
+@pytest.mark.spark
+def test_spark_tasks_leave_a_slot_for_the_ledgers_spark_commits(spark, make_config, unique):
+    """Copy tasks hold their slots for good; with a ledger committed by Spark (a catalog
+    ledger's case, forced here) the commits run in the slot they leave free (local[2]: one
+    copy task), so runs keep being recorded."""
+    from pipelines.replicate.stream_workers import SparkStreams
+
+    assert SparkStreams(spark, spark_ledger=True).slots == 1
+    topic = unique("sparkled")
+    config = make_config(flows={"P->B": {"topics": [topic]}})
+    p = config.cluster("P")
+    create(p, topic, 2)
+    produce(p, topic, sample(2, 20, "a"))
+    job = Job(config, spark, executor="spark", ledger_writes="spark")
+    try:
+        job.wait_for(lambda: covered(config, topic, {0: 20, 1: 20}), "first runs", timeout=240)
+        produce(p, topic, sample(2, 10, "b"))
+        job.wait_for(lambda: covered(config, topic, {0: 30, 1: 30}), "new runs", timeout=120)
+    finally:
+        job.finish()
+    check_exact(config, topic, 2)
+    assert len(job.commits) >= 2
+
+
 def test_a_second_driver_of_a_flow_takes_over_and_the_first_stops(make_config, unique):
     topic = unique("lease")
     config = make_config(flows={"P->B": {"topics": [topic]}})
