@@ -167,7 +167,8 @@ def consume(args: argparse.Namespace) -> dict:
     if keep:
         np.savez(args.offsets, where=np.frombuffer(where, dtype=np.int32),
                  offsets=np.frombuffer(offsets, dtype=np.int64),
-                 times=np.frombuffer(times, dtype=np.int64), slots=np.array(
+                 times=np.frombuffer(times, dtype=np.int64),
+                 latency_ms=np.frombuffer(latencies, dtype=np.int64), slots=np.array(
                      [f"{t}\t{p}" for t, p in slots]))
     return {"expected": expect, "distinct": distinct, "duplicates": duplicates,
             "unknown": unknown, "errors": errors, "ready_at": ready_at, "all_at": all_at,

@@ -39,6 +39,7 @@ from ledger.writer import PartitionSummary, RunBuilder
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "linger.ms": 5,
+    "socket.nagle.disable": True,
     "batch.size": 1_000_000,
     "queue.buffering.max.messages": 500_000,
     "queue.buffering.max.kbytes": 1_048_576,

@@ -27,6 +27,7 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     # latency; a bulk copy's fetches fill long before the wait ends.
     "fetch.wait.max.ms": 10,
     "fetch.min.bytes": 262_144,
+    "socket.nagle.disable": True,
     "queued.min.messages": 200_000,
     "log_level": 3,
 }
