@@ -14,15 +14,17 @@ order (round 1: ol-alo, ol-eos, mm2-default, mm2-tuned; round 2 reversed):
 * **mm2-default**: the peer's ``mm2.sh`` (dedicated mode), ``tasks.max=1``, Connect defaults.
 * **mm2-tuned**: the same with the peer's ``mm2-tuned.properties`` (``--mm2-tuned-tasks``).
 
-Per case: warm-up records (one per partition) are written before the system starts; once a
-``read_committed`` consumer on the replica has them all, a paced producer writes ``rate``
-records/s for ``--seconds`` (``bench.latency_clients``). Measured: latency from send
-(CreateTime) to readable on the replica (p50/p95/p99/max), every record arrived (a missing one
-is reported loudly), replica lag in records (source end offsets minus the replica's last stable
-offsets, sampled every 0.5 s), the CPU cores and RSS of the system's process tree from the
-first send until every record arrived (a loop of batches copies the last ones after the last
-send), and for offset-ledger the ledger lag (arrival on the replica to the Delta
-commit of the run covering it: ``bench.latency_ledger``).
+Before round 1 the brokers carry 30 s of unmeasured load (``--warm-brokers``) and every system
+runs one short unmeasured case (``--warm-up-seconds``), so no system pays for the brokers'
+first use of its paths. Per case: warm-up records (one per partition) are written before the
+system starts; once a ``read_committed`` consumer on the replica has them all, a paced
+producer writes ``rate`` records/s for ``--seconds`` (``bench.latency_clients``).
+Measured: latency from send (CreateTime) to readable on the replica (p50/p95/p99/max),
+every record arrived (a missing one is reported loudly), replica lag in records (source end
+offsets minus the replica's last stable offsets, sampled every 0.5 s), the CPU cores and RSS of
+the system's process tree from the first send until every record arrived (a loop of batches
+copies the last ones after the last send), and for offset-ledger the ledger lag (arrival on the
+replica to the Delta commit of the run covering it: ``bench.latency_ledger``).
 
 The scale case (``--scale-systems``, ``none`` to skip): 200 topics x 5 partitions, 5 warm-up
 records per partition written before the system starts (time until all are readable on the
@@ -463,6 +465,8 @@ def run(args: argparse.Namespace) -> dict:
             print(f"warming the brokers up for {args.warm_brokers:g} s (unmeasured) ...",
                   flush=True)
             bench.warm_brokers(args.warm_brokers)
+        if args.warm_up_seconds > 0:
+            _warm_up_cases(bench, args)
         for n in range(1, args.rounds + 1):
             order = list(args.systems) if n % 2 else list(reversed(args.systems))
             for rate in args.rates:
@@ -478,6 +482,27 @@ def run(args: argparse.Namespace) -> dict:
             print(f"kept: {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _warm_up_cases(bench: Bench, args: argparse.Namespace) -> None:
+    """One short unmeasured case of every system before round 1 (results discarded).
+
+    Each system drives its own broker paths (transactions, Connect's internal topics, read_committed
+    fetches of a fresh replica): without this, whichever system runs first in round 1 pays for
+    the brokers compiling them (a p99 several times its round-2 value).
+    """
+    seconds = args.seconds
+    args.seconds = args.warm_up_seconds
+    try:
+        for system in args.systems:
+            print(f"warm-up: {system} at {args.rates[0]:g} rec/s for {args.seconds:g} s "
+                  f"(unmeasured) ...", flush=True)
+            try:
+                bench.case(system, args.rates[0], 0)
+            except Exception as exc:  # the measured case of this system reports it
+                print(f"  warm-up of {system} failed: {exc}", flush=True)
+    finally:
+        args.seconds = seconds
 
 
 def _one(bench: Bench, system: str, rate: float, n: int, scale: bool = False) -> dict:
@@ -530,6 +555,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="tasks.max of the tuned MirrorMaker 2 (1)")
     parser.add_argument("--drain", type=float, default=120.0,
                         help="seconds after the producer's end for the last records (120)")
+    parser.add_argument("--warm-up-seconds", type=float, default=15.0,
+                        help="an unmeasured case of each system before round 1, this long "
+                             "(0: none)")
     parser.add_argument("--warm-brokers", type=float, default=30.0,
                         help="seconds of unmeasured load on both brokers before round 1 (30)")
     parser.add_argument("--config", help="use the running clusters P and B of this config")

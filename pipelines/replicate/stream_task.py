@@ -8,8 +8,20 @@ folded into runs (``sink.PartitionDeliveries``, ``ledger.writer.RunBuilder``) an
 the driver through the runs channel (``channel``)::
 
     at-least-once   consume -> produce -> reports -> every PUBLISH_INTERVAL_S: runs -> channel
-    exactly-once    begin txn; consume -> produce; every TXN_INTERVAL_S: flush, runs -> channel
-                    in the same transaction; commit (records and runs visible together)
+    exactly-once    begin txn; consume -> produce; once the transaction's first record is
+                    TXN_LINGER_S old: flush, runs -> channel in the same transaction; commit
+                    (records and runs visible together); the next transaction begins at once
+
+When an exactly-once transaction commits, as named conditions (``_Txn.due``):
+
+    ``holds_records``  something was produced since the transaction began (an idle task commits
+                       nothing: no empty transactions, no control records on an idle replica),
+    ``lingered``       its first record was produced at least TXN_LINGER_S ago.
+
+A record's latency is then at most the linger plus one commit (flush, EndTxn, markers); under
+load a commit takes longer and the next transaction gathers what arrived meanwhile, so
+transactions grow with the rate instead of their number (each ends every replica partition's
+run: a transaction marker takes a replica offset).
 
 Invariants:
     * A partition's runs are reported only once all their records were acknowledged
@@ -57,7 +69,7 @@ log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 5_000
 PUBLISH_INTERVAL_S = 0.25
-TXN_INTERVAL_S = 0.1
+TXN_LINGER_S = 0.02
 CONTROL_POLL_S = 0.25
 # An authentication or TLS failure stops the flow only once it lasted this long (librdkafka
 # retries; a broker restarting may refuse a few connections); checked every CLUSTER_CHECK_S.
@@ -98,6 +110,30 @@ class StreamSpec:
 class TaskFailed(RuntimeError):
     """The task cannot go on (reported on the channel before it is raised); its message is
     one classified line, and it pickles (it crosses process boundaries)."""
+
+
+class _Txn:
+    """The open exactly-once transaction: when its first record was produced."""
+
+    __slots__ = ("first_record_at",)
+
+    def __init__(self) -> None:
+        self.first_record_at: float | None = None
+
+    def holds_records(self) -> bool:
+        return self.first_record_at is not None
+
+    def lingered(self, now: float) -> bool:
+        return self.first_record_at is not None and now - self.first_record_at >= TXN_LINGER_S
+
+    def due(self, now: float) -> bool:
+        return self.holds_records() and self.lingered(now)
+
+    def deadline(self, now: float) -> float:
+        """When the transaction is due (an idle one: not before the next control poll)."""
+        if self.first_record_at is None:
+            return now + CONTROL_POLL_S
+        return self.first_record_at + TXN_LINGER_S
 
 
 class _Part:
@@ -161,6 +197,7 @@ class _Copier:
         self.spec, self.parts, self.producer, self.consumer = spec, parts, producer, consumer
         self.control, self.fatal = control, fatal
         self.eos = bool(spec.transactional_id)
+        self.txn = _Txn()
         self.zero: dict[str, Any] = {"config": dict(spec.producer_config)}
         self.watches: tuple[kafka_errors.ErrorWatch, ...] = ()  # (source, target)
         self.next_cluster_check = time.monotonic() + CLUSTER_CHECK_S
@@ -195,8 +232,8 @@ class _Copier:
                 self._fail(None, problem.message, kind=problem.kind)
 
     def loop(self) -> None:
-        interval = TXN_INTERVAL_S if self.eos else PUBLISH_INTERVAL_S
-        next_report = time.monotonic() + interval
+        txn = self.txn
+        next_report = time.monotonic() + PUBLISH_INTERVAL_S
         next_control = time.monotonic() + CONTROL_POLL_S
         while True:
             now = time.monotonic()
@@ -205,17 +242,21 @@ class _Copier:
                 if self._stop_requested():
                     break
                 self._check_clusters()
+            if self.eos:
+                next_report = txn.deadline(now)
             msg = self.consumer.poll(min(0.1, max(0.0, next_report - now)))
-            if msg is not None:
-                self._copy([msg, *self.consumer.consume(CONSUME_BATCH - 1, 0)])
+            if msg is not None and self._copy([msg, *self.consumer.consume(CONSUME_BATCH - 1, 0)]):
+                if self.eos and not txn.holds_records():
+                    txn.first_record_at = now
             self.producer.poll(0)
             if self.fatal:
                 problem = self.classify(self.fatal[0], source=False)
                 self._fail(None, f"the replica producer failed: {problem.message}",
                            kind=problem.kind)
-            if time.monotonic() >= next_report:
+            now = time.monotonic()
+            if txn.due(now) if self.eos else now >= next_report:
                 self._report()
-                next_report = time.monotonic() + interval
+                next_report = time.monotonic() + PUBLISH_INTERVAL_S
         self._report(final=True)
 
     def _stop_requested(self) -> bool:
@@ -231,10 +272,12 @@ class _Copier:
                 return True
         return False
 
-    def _copy(self, msgs: list[Any]) -> None:
+    def _copy(self, msgs: list[Any]) -> int:
+        """Produce ``msgs``' records to the replica; returns how many were produced."""
         from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
         produce = self.producer.produce
+        produced = 0
         for msg in msgs:
             if msg.error() is not None:
                 self._read_error(msg)
@@ -264,6 +307,8 @@ class _Copier:
                                            d.on_delivery, 0, msg.headers())
             o.position = offset + 1
             o.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+            produced += 1
+        return produced
 
     def _read_error(self, msg: Any) -> None:
         from confluent_kafka import KafkaError
@@ -320,6 +365,7 @@ class _Copier:
         if out:
             self._send(channel.encode_runs(self.spec.task, out))
         if self.eos:
+            self.txn.first_record_at = None
             try:
                 self.producer.commit_transaction(FLUSH_TIMEOUT_S)
                 self.producer.begin_transaction()
