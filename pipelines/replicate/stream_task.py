@@ -124,7 +124,7 @@ class _Txn:
         return self.first_record_at is not None
 
     def lingered(self, now: float) -> bool:
-        return self.first_record_at is not None and now - self.first_record_at >= TXN_LINGER_S
+        return self.first_record_at is not None and now >= self.first_record_at + TXN_LINGER_S
 
     def due(self, now: float) -> bool:
         return self.holds_records() and self.lingered(now)

@@ -69,3 +69,14 @@ def test_a_missing_acl_is_named_with_the_flow_aliases():
                               operation="WRITE", resource="topic P.Orders")
     assert "not authorized to WRITE topic P.Orders" in written.message
     assert written.message.startswith("cluster B: ")
+
+
+def test_a_transaction_is_due_only_with_records_that_lingered():
+    txn = stream_task._Txn()
+    assert not txn.due(1e9)  # idle: never an empty transaction
+    assert txn.deadline(100.0) == 100.0 + stream_task.CONTROL_POLL_S
+    txn.first_record_at = 100.0
+    assert txn.holds_records()
+    assert not txn.due(100.0 + stream_task.TXN_LINGER_S / 2)
+    assert txn.deadline(100.0) == 100.0 + stream_task.TXN_LINGER_S
+    assert txn.due(100.0 + stream_task.TXN_LINGER_S)
