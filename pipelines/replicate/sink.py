@@ -48,6 +48,13 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 # Never overridable: exactness and order depend on them.
 PRODUCER_REQUIRED: dict[str, Any] = {"enable.idempotence": True, "acks": "all"}
 FLUSH_TIMEOUT_S = 120.0
+# The copy calls ``Producer.produce`` once per record with positional arguments: confluent-kafka
+# parses keyword arguments on every call, about half the call's cost (0.6 of 1.4 us). Its
+# positional parameters are these (``callback``, the legacy alias of ``on_delivery``, is passed
+# as None); confluent-kafka is pinned (pyproject.toml), and the copy tests check that key,
+# value, timestamp, headers and partition arrive unchanged and that every record is reported.
+PRODUCE_POSITIONAL = ("topic", "value", "key", "partition", "on_delivery", "callback",
+                      "timestamp", "headers")
 
 
 class DeliveryError(RuntimeError):

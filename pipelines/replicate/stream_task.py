@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 5_000
 PUBLISH_INTERVAL_S = 0.25
-TXN_LINGER_S = 0.02
+TXN_LINGER_S = 0.03
 CONTROL_POLL_S = 0.25
 # An authentication or TLS failure stops the flow only once it lasted this long (librdkafka
 # retries; a broker restarting may refuse a few connections); checked every CLUSTER_CHECK_S.
@@ -294,8 +294,9 @@ class _Copier:
                 if o.newest is None or ts > o.newest:
                     o.newest = ts
                 try:
-                    produce(d.replica, value, key, d.partition, on_delivery=d.on_delivery,
-                            timestamp=ts, headers=msg.headers())
+                    # Positional (sink.PRODUCE_POSITIONAL): keywords cost half the call.
+                    produce(d.replica, value, key, d.partition, d.on_delivery, None, ts,
+                            msg.headers())
                 except BufferError:
                     _produce_when_queue_drains(self.producer, d.replica, value, key,
                                                d.partition, d.on_delivery, ts, msg.headers())
