@@ -247,7 +247,7 @@ class _Copier:
             msg = self.consumer.poll(min(0.1, max(0.0, next_report - now)))
             if msg is not None and self._copy([msg, *self.consumer.consume(CONSUME_BATCH - 1, 0)]):
                 if self.eos and not txn.holds_records():
-                    txn.first_record_at = now
+                    txn.first_record_at = time.monotonic()  # not the loop's: the poll waited
             self.producer.poll(0)
             if self.fatal:
                 problem = self.classify(self.fatal[0], source=False)
@@ -346,7 +346,11 @@ class _Copier:
                 runs, records = o.d.take()
             except DeliveryError as exc:
                 codes = set(o.d.failure_codes)
-                self._report_taken(out)
+                if not self.eos:
+                    # Exactly-once reports nothing: committing would make this partition's
+                    # delivered but unreported copies visible, and the restarted task copies
+                    # them again; _fail aborts the transaction (every copy in it invisible).
+                    self._report_taken(out)
                 problem = self.classify(" ".join(o.d.failures[:1]) or exc, source=False,
                                         operation="WRITE", resource=f"topic {o.d.replica}")
                 self._fail(o, problem.message, kind=problem.kind,
