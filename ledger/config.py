@@ -115,6 +115,8 @@ class FlowConfig:
     offset_syncs_topic_location: str = "source"
     # The flow's own exactly.once.enabled; None: the top-level setting.
     exactly_once_enabled: bool | None = None
+    # The flow's own tasks.max; None: the top-level setting.
+    tasks_max: int | None = None
 
     @property
     def name(self) -> str:
@@ -161,6 +163,9 @@ class Config:
     emit_mm2_checkpoints: bool = False  # also write checkpoints in MM2's format (pipelines.mm2)
     # Streaming replication with a transactional producer (pipelines.replicate.stream_task).
     exactly_once_enabled: bool = False
+    # The most copy tasks a flow runs at once (MM2's tasks.max); None: the job decides
+    # (pipelines.replicate.plan.task_count). Never more than the task slots or the partitions.
+    tasks_max: int | None = None
     # Replication factor of the topics offset-ledger creates (replicas, heartbeats, MM2-format
     # checkpoints); -1: the target broker's default.replication.factor.
     replication_factor: int = -1
@@ -203,6 +208,10 @@ class Config:
         if flow.exactly_once_enabled is not None:
             return flow.exactly_once_enabled
         return self.exactly_once_enabled
+
+    def tasks_max_for(self, flow: FlowConfig) -> int | None:
+        """``flow``'s ``tasks.max`` (its own, else the top level's; None: not set)."""
+        return flow.tasks_max if flow.tasks_max is not None else self.tasks_max
 
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         return tuple(f for f in self.flows if f.enabled)
@@ -252,6 +261,16 @@ def _positive_int(v: Any) -> int:
     if value < 1:
         raise ValueError("expected a whole number of days >= 1")
     return value
+
+
+def _task_count(v: Any) -> int:
+    try:
+        value = float(v)
+    except (TypeError, ValueError):
+        value = 0.0
+    if isinstance(v, bool) or value < 1 or not value.is_integer():
+        raise ValueError("expected a whole number of tasks >= 1")
+    return int(value)
 
 
 def _nonneg_int(v: Any) -> int:
@@ -323,6 +342,7 @@ _TOP_LEVEL = {
     "embedded.data.dir": ("embedded_data_dir", str),
     "emit.mm2.checkpoints.enabled": ("emit_mm2_checkpoints", _bool),
     "exactly.once.enabled": ("exactly_once_enabled", _bool),
+    "tasks.max": ("tasks_max", _task_count),
     "metrics.address": ("metrics_address", _address),
     "metrics.pushgateway": ("metrics_pushgateway", _separator),
     "metrics.textfile": ("metrics_textfile", _textfile),
@@ -361,6 +381,7 @@ _FLOW_KEYS = {
     "reverse.checkpointed.topics": ("reverse_checkpointed_topics", None),
     "offset-syncs.topic.location": ("offset_syncs_topic_location", _location),
     "exactly.once.enabled": ("exactly_once_enabled", _bool),
+    "tasks.max": ("tasks_max", _task_count),
 }
 
 

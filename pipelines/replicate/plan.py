@@ -102,6 +102,27 @@ def group_for_tasks(ranges: list[CopyRange], tasks: int) -> list[list[CopyRange]
     return [g for g in groups if g]
 
 
+# A streaming task's fixed costs (its consumer's fetches, its producer's requests, exactly-once:
+# a transaction per linger) do not grow with its partitions, and one task copies far more than
+# a flow's usual rate (its copy loop: about 1.4 us a record), so a streaming flow starts one
+# task per this many partitions; bulk copies (--once, a batch) use every slot instead.
+STREAM_PARTITIONS_PER_TASK = 500
+
+
+def task_count(partitions: int, slots: int, tasks_max: int | None, *,
+               streaming: bool) -> int:
+    """How many copy tasks share ``partitions``: ``tasks.max`` when set, else one per
+    STREAM_PARTITIONS_PER_TASK (streaming) or one per slot (bulk); never more than the slots
+    or the partitions, never fewer than one."""
+    if tasks_max is not None:
+        wanted = tasks_max
+    elif streaming:
+        wanted = -(-partitions // STREAM_PARTITIONS_PER_TASK)
+    else:
+        wanted = slots
+    return max(1, min(wanted, slots, partitions))
+
+
 def task_slots(master: str, default_parallelism: int) -> int:
     """How many copy tasks run at once: one group of ranges per slot, one wave per batch."""
     if master.startswith("local"):

@@ -226,7 +226,8 @@ class FlowReplicator:
         # in the background (its runs are recorded once they are): the tables it needs were
         # already read without a JVM, so a damaged ledger failed before anything was copied.
         self.recorder.open_while_copying()
-        groups = plan.group_for_tasks(ranges, copies.slots)
+        groups = plan.group_for_tasks(ranges, plan.task_count(
+            len(ranges), copies.slots, self.config.tasks_max_for(self.flow), streaming=False))
         started = time.perf_counter()
         results = copies.run(
             groups, source.consumer_config(self.config.cluster(self.flow.source).properties),

@@ -43,7 +43,7 @@ from typing import Any
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
 from pipelines import kafka_admin, kafka_errors, preflight
-from pipelines.replicate import channel, sink, source, state, stream_task
+from pipelines.replicate import channel, plan, sink, source, state, stream_task
 from pipelines.replicate.plan import TP, RecordedTail
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
 from pipelines.replicate.stream_workers import LocalStreams, SparkStreams
@@ -655,10 +655,11 @@ class StreamingReplicator:
         new = sorted(wanted - held - pending_restart)
         if not new:
             return
-        if not self.tasks and not self.restart_at:  # the first start: spread over the slots
-            slots = max(1, min(self._slots(), len(new)))
-            for i in range(slots):
-                self._start(i, new[i::slots])
+        if not self.tasks and not self.restart_at:  # the first start: spread over the tasks
+            n = plan.task_count(len(new), self._slots(),
+                                self.r.config.tasks_max_for(self.r.flow), streaming=True)
+            for i in range(n):
+                self._start(i, new[i::n])
         else:  # partitions added while streaming: a task of their own, the others go on
             self._start(self._free_slot(), new)
 

@@ -58,6 +58,19 @@ def test_exactly_once_top_level_and_per_flow():
         config_from_mapping(with_(**{"exactly.once.enabled": "maybe"}))
 
 
+def test_tasks_max_top_level_and_per_flow():
+    assert config_from_mapping(BASE).tasks_max_for(config_from_mapping(BASE).flow("P->B")) is None
+    config = config_from_mapping(with_(**{"tasks.max": 4}, flows={
+        "P->B": True, "B->P": {"tasks.max": "1"}}))
+    assert config.tasks_max_for(config.flow("P->B")) == 4
+    assert config.tasks_max_for(config.flow("B->P")) == 1
+    for bad in (0, -2, 1.5, "many", True):
+        with pytest.raises(ConfigError, match=r"tasks\.max.*whole number of tasks"):
+            config_from_mapping(with_(**{"tasks.max": bad}))
+    with pytest.raises(ConfigError, match=r"flows\.P->B\.tasks\.max"):
+        config_from_mapping(with_(flows={"P->B": {"tasks.max": 0}}))
+
+
 def test_unknown_alias_in_flow():
     with pytest.raises(ConfigError, match=r"flows\.P->X: unknown cluster alias 'X'"):
         config_from_mapping(with_(flows={"P->X": True}))

@@ -13,6 +13,7 @@ from pipelines.replicate.plan import (
     plan_batch,
     resume_offsets,
     sources_behind,
+    task_count,
     task_slots,
 )
 
@@ -52,6 +53,19 @@ def test_groups_balance_and_keep_every_range_once():
     assert sorted(sum(r.end - r.start for r in g) for g in groups) == [110, 115]
     assert len(group_for_tasks(ranges[:1], 4)) == 1
 
+
+@pytest.mark.parametrize(("partitions", "slots", "tasks_max", "streaming", "tasks"), [
+    (6, 2, None, True, 1),       # few partitions stream in one task (its costs are per task)
+    (1000, 2, None, True, 2),    # one per STREAM_PARTITIONS_PER_TASK, at most the slots
+    (1001, 8, None, True, 3),
+    (6, 2, None, False, 2),      # a bulk copy uses every slot
+    (6, 8, 4, True, 4),          # tasks.max decides when set...
+    (6, 2, 4, False, 2),         # ...never more than the slots
+    (3, 8, 5, True, 3),          # or the partitions
+    (0, 2, None, True, 1),
+])
+def test_task_count(partitions, slots, tasks_max, streaming, tasks):
+    assert task_count(partitions, slots, tasks_max, streaming=streaming) == tasks
 
 
 @pytest.mark.parametrize(("master", "slots"), [

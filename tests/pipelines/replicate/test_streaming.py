@@ -118,6 +118,8 @@ def test_streams_records_and_records_exact_runs_each_commit(make_config, unique)
     assert all(d.latency_max_ms >= 0 and d.latency_sum_ms >= 0 and d.bytes > 0 for d in parts)
     assert [c.batch_id for c in job.commits] == sorted({c.batch_id for c in job.commits})
     assert job.result.records_copied == 3 * 65 and job.result.errors == {}
+    # Three partitions stream in one task (plan.task_count: its costs are per task).
+    assert len({d.task for d in parts}) == 1
 
 
 def test_topics_created_grown_and_removed_while_streaming(make_config, unique):
@@ -152,7 +154,7 @@ def test_topics_created_grown_and_removed_while_streaming(make_config, unique):
 
 def test_a_lost_worker_is_replaced_and_nothing_is_lost(make_config, unique):
     topic = unique("lost")
-    config = make_config(flows={"P->B": {"topics": [topic]}})
+    config = make_config(flows={"P->B": {"topics": [topic], "tasks.max": 2}})
     p = config.cluster("P")
     create(p, topic, 2)
     produce(p, topic, sample(2, 30, "a"))
@@ -160,13 +162,16 @@ def test_a_lost_worker_is_replaced_and_nothing_is_lost(make_config, unique):
     try:
         job.wait_for(lambda: covered(config, topic, {0: 30, 1: 30}), "first runs")
         streamer_children = _children(os.getpid())
-        assert streamer_children, "no worker process"
+        assert len(streamer_children) == 2, "tasks.max 2: a worker per partition"
         os.kill(streamer_children[0], signal.SIGKILL)
         produce(p, topic, sample(2, 30, "b"))
         job.wait_for(lambda: covered(config, topic, {0: 60, 1: 60}), "runs after the loss")
     finally:
         job.finish()
     check_exact(config, topic, 2)
+    # The surviving task went on: only the lost one was replaced.
+    tasks = {d.task for c in job.commits for d in c.parts}
+    assert len(tasks) == 3, tasks
 
 
 @pytest.mark.spark
