@@ -244,8 +244,11 @@ class Bench:
                 "--cluster", "P" if role == "produce" else "B", "--topics", ",".join(topics),
                 "--partitions", str(partitions), "--out", str(out), *options]
 
-    def case(self, system: str, rate: float, round_no: int, scale: bool = False) -> dict:
+    def case(self, system: str, rate: float, round_no: int, scale: bool = False,
+             seconds: float | None = None) -> dict:
+        """One system at ``rate`` for ``seconds`` (default ``--seconds``)."""
         args = self.args
+        seconds = args.seconds if seconds is None else seconds
         n_topics, partitions, warmup = ((SCALE_TOPICS, SCALE_PARTITIONS, SCALE_PREFILL) if scale
                                         else (1, args.partitions, 1))
         name = f"lat{'s' if scale else ''}-{uuid.uuid4().hex[:6]}"
@@ -277,7 +280,7 @@ class Bench:
                               [(f"P.{t}", p) for t, p in tps])
             self._wait(f"{system}: replica topics", lambda: self._replicas_exist(
                 replicas, partitions), timeout, proc, files["log"])
-            total = round(rate * args.seconds)
+            total = round(rate * seconds)
             consumer = procs.start(self._clients(
                 "consume", replicas, partitions, files["consumed.json"], "--expect", str(total),
                 "--warmup", str(warmup), "--ready", str(files["ready"]), "--seen",
@@ -298,8 +301,8 @@ class Bench:
             sizes_after, sizes_at = None, 0.0
             producer = procs.start(self._clients(
                 "produce", topics, partitions, files["produced.json"], "--rate", str(rate),
-                "--seconds", str(args.seconds), "--size", str(args.size)), cwd=ROOT)
-            if producer.wait(args.seconds * 3 + 120) != 0:
+                "--seconds", str(seconds), "--size", str(args.size)), cwd=ROOT)
+            if producer.wait(seconds * 3 + 120) != 0:
                 raise RuntimeError(f"{system}: the producer failed")
             produced = json.loads(files["produced.json"].read_text())
             try:
@@ -491,18 +494,13 @@ def _warm_up_cases(bench: Bench, args: argparse.Namespace) -> None:
     fetches of a fresh replica): without this, whichever system runs first in round 1 pays for
     the brokers compiling them (a p99 several times its round-2 value).
     """
-    seconds = args.seconds
-    args.seconds = args.warm_up_seconds
-    try:
-        for system in args.systems:
-            print(f"warm-up: {system} at {args.rates[0]:g} rec/s for {args.seconds:g} s "
-                  f"(unmeasured) ...", flush=True)
-            try:
-                bench.case(system, args.rates[0], 0)
-            except Exception as exc:  # the measured case of this system reports it
-                print(f"  warm-up of {system} failed: {exc}", flush=True)
-    finally:
-        args.seconds = seconds
+    for system in args.systems:
+        print(f"warm-up: {system} at {args.rates[0]:g} rec/s for {args.warm_up_seconds:g} s "
+              f"(unmeasured) ...", flush=True)
+        try:
+            bench.case(system, args.rates[0], 0, seconds=args.warm_up_seconds)
+        except Exception as exc:  # the measured case of this system reports it
+            print(f"  warm-up of {system} failed: {exc}", flush=True)
 
 
 def _one(bench: Bench, system: str, rate: float, n: int, scale: bool = False) -> dict:
