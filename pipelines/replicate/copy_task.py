@@ -250,7 +250,7 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
                 if ts > newest:
                     newest = ts
                 try:
-                    # Positional (sink.PRODUCE_POSITIONAL): keywords cost half the call.
+                    # Positional (the order: sink.py): keywords cost half the call.
                     produce(replica, value, key, part, on_delivery, None, ts, msg.headers())
                 except BufferError:
                     _produce_when_queue_drains(producer, replica, value, key, part,
@@ -305,7 +305,7 @@ def _produce_when_queue_drains(producer: Any, replica: str, value: bytes | None,
     while True:
         try:
             producer.produce(replica, value, key, partition, on_delivery, None, timestamp,
-                             headers)  # positional: sink.PRODUCE_POSITIONAL
+                             headers)  # positional (the order: sink.py)
             return
         except BufferError:  # local queue full: let deliveries drain
             producer.poll(0.05)

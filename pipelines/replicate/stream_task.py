@@ -294,7 +294,7 @@ class _Copier:
                 if o.newest is None or ts > o.newest:
                     o.newest = ts
                 try:
-                    # Positional (sink.PRODUCE_POSITIONAL): keywords cost half the call.
+                    # Positional (the order: sink.py): keywords cost half the call.
                     produce(d.replica, value, key, d.partition, d.on_delivery, None, ts,
                             msg.headers())
                 except BufferError:
