@@ -63,9 +63,20 @@ class DeliveryError(RuntimeError):
     """Records of a partition could not be delivered to the replica."""
 
 
-def producer_config(target_properties: Mapping[str, str]) -> dict[str, Any]:
-    """librdkafka settings for the replica producer (secrets included: never log)."""
-    return {**PRODUCER_DEFAULTS, **target_properties, **PRODUCER_REQUIRED}
+# In a transaction a record is readable only once the transaction commits (its flush sends at
+# once, whatever the linger), so lingering costs no latency there; it only has to be short
+# enough that each partition's first batch, which the broker verifies with the transaction
+# coordinator, goes out while the transaction lingers (stream_task.TXN_LINGER_S).
+TRANSACTIONAL_LINGER_MS = 5
+
+
+def producer_config(target_properties: Mapping[str, str], *,
+                    transactional: bool = False) -> dict[str, Any]:
+    """librdkafka settings for the replica producer (secrets included: never log); the
+    cluster's own ``linger.ms`` wins over either default."""
+    defaults = ({**PRODUCER_DEFAULTS, "linger.ms": TRANSACTIONAL_LINGER_MS} if transactional
+                else PRODUCER_DEFAULTS)
+    return {**defaults, **target_properties, **PRODUCER_REQUIRED}
 
 
 class PartitionDeliveries:

@@ -46,7 +46,30 @@ CONSUMER_REQUIRED: dict[str, Any] = {
 
 
 
-def consumer_config(source_properties: Mapping[str, str]) -> dict[str, Any]:
-    """librdkafka settings for the range consumer (secrets included: never log)."""
-    return {**CONSUMER_DEFAULTS, **source_properties, **CONSUMER_REQUIRED}
+# A fetch request costs the broker in proportion to the partitions it names, and an idle
+# partition is named in every fetch: a streaming task holding many partitions fetches less
+# often, one ms of wait per FETCH_PARTITIONS_PER_MS partitions, at most MAX_FETCH_WAIT_MS:
+#
+#   partitions held      6    50   100   500   1,000+
+#   fetch.wait.max.ms    5     5    10    50     100
+FETCH_PARTITIONS_PER_MS = 10
+MAX_FETCH_WAIT_MS = 100
+
+
+def fetch_wait_ms(partitions: int) -> int:
+    """The fetch wait of a streaming task holding ``partitions``."""
+    least = CONSUMER_DEFAULTS["fetch.wait.max.ms"]
+    return min(MAX_FETCH_WAIT_MS, max(least, -(-partitions // FETCH_PARTITIONS_PER_MS)))
+
+
+def consumer_config(source_properties: Mapping[str, str],
+                    partitions: int | None = None) -> dict[str, Any]:
+    """librdkafka settings for the range consumer (secrets included: never log).
+
+    ``partitions``: how many a streaming task holds (its fetch wait: :func:`fetch_wait_ms`);
+    the cluster's own ``fetch.wait.max.ms`` wins over either.
+    """
+    defaults = (CONSUMER_DEFAULTS if partitions is None
+                else {**CONSUMER_DEFAULTS, "fetch.wait.max.ms": fetch_wait_ms(partitions)})
+    return {**defaults, **source_properties, **CONSUMER_REQUIRED}
 

@@ -693,8 +693,9 @@ class StreamingReplicator:
             task=task, channel_topic=self.topic, control_start=self._control_end(),
             partitions=tuple(starts),
             consumer_config=source.consumer_config(
-                self.r.config.cluster(self.r.flow.source).properties),
-            producer_config=sink.producer_config(target.properties),
+                self.r.config.cluster(self.r.flow.source).properties, len(starts)),
+            producer_config=sink.producer_config(target.properties,
+                                                 transactional=self.exactly_once),
             control_config=target.client_config(**{
                 "group.id": f"{self.group}.task", "enable.auto.commit": False,
                 "auto.offset.reset": "latest", "log_level": 3}),

@@ -50,6 +50,12 @@ def test_required_producer_settings_cannot_be_overridden():
     assert (conf["enable.idempotence"], conf["acks"], conf["linger.ms"]) == (True, "all", "50")
 
 
+def test_a_transactional_producer_lingers_longer_unless_the_cluster_says_otherwise():
+    assert sink.producer_config({})["linger.ms"] == 2
+    assert sink.producer_config({}, transactional=True)["linger.ms"] == 5
+    assert sink.producer_config({"linger.ms": "0"}, transactional=True)["linger.ms"] == "0"
+
+
 @pytest.mark.parametrize("fold_after", [[], [1], [2, 4], [1, 2, 3, 4, 5]])
 def test_folding_between_fetches_gives_the_runs_of_one_pairing(fold_after):
     upstream, downstream = [10, 11, 12, 13, 20, 21], [500, 501, 502, 503, 504, 507]

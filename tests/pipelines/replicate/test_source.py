@@ -21,3 +21,13 @@ def test_properties_pass_verbatim_and_exactness_settings_win():
     assert conf["isolation.level"] == "read_committed"
     assert conf["enable.auto.commit"] is False and conf["enable.auto.offset.store"] is False
     assert conf["auto.offset.reset"] == "earliest"
+
+
+@pytest.mark.parametrize(("partitions", "wait_ms"), [
+    (None, 5), (1, 5), (6, 5), (50, 5), (51, 6), (100, 10), (500, 50), (1000, 100), (5000, 100)])
+def test_a_task_with_many_partitions_fetches_less_often(partitions, wait_ms):
+    assert consumer_config({}, partitions)["fetch.wait.max.ms"] == wait_ms
+
+
+def test_the_clusters_own_fetch_wait_wins():
+    assert consumer_config({"fetch.wait.max.ms": "20"}, 1000)["fetch.wait.max.ms"] == "20"
