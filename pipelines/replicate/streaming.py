@@ -693,7 +693,8 @@ class StreamingReplicator:
             task=task, channel_topic=self.topic, control_start=self._control_end(),
             partitions=tuple(starts),
             consumer_config=source.consumer_config(
-                self.r.config.cluster(self.r.flow.source).properties, len(starts)),
+                self.r.config.cluster(self.r.flow.source).properties, len(starts),
+                transactional=self.exactly_once),
             producer_config=sink.producer_config(target.properties,
                                                  transactional=self.exactly_once),
             control_config=target.client_config(**{

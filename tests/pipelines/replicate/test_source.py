@@ -29,5 +29,11 @@ def test_a_task_with_many_partitions_fetches_less_often(partitions, wait_ms):
     assert consumer_config({}, partitions)["fetch.wait.max.ms"] == wait_ms
 
 
+@pytest.mark.parametrize(("partitions", "wait_ms"), [(6, 10), (100, 10), (101, 11), (500, 50)])
+def test_an_exactly_once_task_fetches_at_most_every_10_ms(partitions, wait_ms):
+    conf = consumer_config({}, partitions, transactional=True)
+    assert conf["fetch.wait.max.ms"] == wait_ms
+
+
 def test_the_clusters_own_fetch_wait_wins():
     assert consumer_config({"fetch.wait.max.ms": "20"}, 1000)["fetch.wait.max.ms"] == "20"
