@@ -56,7 +56,7 @@ CONSUMER_REQUIRED: dict[str, Any] = {
 #
 # An exactly-once task waits at least TRANSACTIONAL_FETCH_WAIT_MS: its records are readable only
 # when their transaction commits (about every 30 ms), so fetching twice as often mostly costs
-# CPU (at 50,000 records/s 0.22-0.23 cores with 10 ms against 0.25-0.27 with 5 ms).
+# CPU (at 50,000 records/s 0.22-0.23 cores with 10 ms against 0.25-0.26 with 5 ms).
 FETCH_PARTITIONS_PER_MS = 10
 MAX_FETCH_WAIT_MS = 100
 TRANSACTIONAL_FETCH_WAIT_MS = 10
