@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ledger.schemas import (
+    ACL_SYNCS,
     CHECKPOINTS,
     GROUP_OFFSETS,
     NATURAL_KEYS,
@@ -260,6 +261,14 @@ def _operation_checkpoints() -> list:
     ]
 
 
+def _acl_syncs() -> list:
+    return [
+        _in_set("action_known", "action", ["added", "removed"]),
+        _in_set("permission_known", "permission_type", ["ALLOW", "DENY"]),
+        _in_set("pattern_known", "pattern_type", ["LITERAL", "PREFIXED"]),
+    ]
+
+
 SUITES: dict[str, Callable[[], list]] = {
     OFFSET_SYNCS: _offset_syncs,
     CHECKPOINTS: _checkpoints,
@@ -270,6 +279,7 @@ SUITES: dict[str, Callable[[], list]] = {
     OPERATION_RUNS: _operation_runs,
     OPERATION_CHECKPOINTS: _operation_checkpoints,
     OFFSET_SYNC_SPANS: _offset_sync_spans,
+    ACL_SYNCS: _acl_syncs,
 }
 
 

@@ -117,6 +117,10 @@ class FlowConfig:
     exactly_once_enabled: bool | None = None
     # The flow's own tasks.max; None: the top-level setting.
     tasks_max: int | None = None
+    # The flow's own ACL sync keys (pipelines.acls); None: the top-level setting.
+    sync_topic_acls_enabled: bool | None = None
+    sync_topic_acls_interval_seconds: int | None = None
+    sync_group_acls_enabled: bool | None = None
 
     @property
     def name(self) -> str:
@@ -177,6 +181,11 @@ class Config:
     metrics_address: str | None = None
     metrics_pushgateway: str | None = None
     metrics_textfile: str | None = None
+    # ACL sync (pipelines.acls): MM2's sync.topic.acls.* (on by default, as in MM2) and the
+    # opt-in group ACL sync; each may be set per flow.
+    sync_topic_acls_enabled: bool = True
+    sync_topic_acls_interval_seconds: int = 600
+    sync_group_acls_enabled: bool = False
     path: str | None = field(default=None, compare=False)
 
     @property
@@ -212,6 +221,11 @@ class Config:
     def tasks_max_for(self, flow: FlowConfig) -> int | None:
         """``flow``'s ``tasks.max`` (its own, else the top level's; None: not set)."""
         return flow.tasks_max if flow.tasks_max is not None else self.tasks_max
+
+    def for_flow(self, flow: FlowConfig, attr: str) -> Any:
+        """``flow``'s own value of a per-flow key (``attr``), else the top level's."""
+        own = getattr(flow, attr)
+        return own if own is not None else getattr(self, attr)
 
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         return tuple(f for f in self.flows if f.enabled)
@@ -343,6 +357,9 @@ _TOP_LEVEL = {
     "emit.mm2.checkpoints.enabled": ("emit_mm2_checkpoints", _bool),
     "exactly.once.enabled": ("exactly_once_enabled", _bool),
     "tasks.max": ("tasks_max", _task_count),
+    "sync.topic.acls.enabled": ("sync_topic_acls_enabled", _bool),
+    "sync.topic.acls.interval.seconds": ("sync_topic_acls_interval_seconds", _nonneg_int),
+    "sync.group.acls.enabled": ("sync_group_acls_enabled", _bool),
     "metrics.address": ("metrics_address", _address),
     "metrics.pushgateway": ("metrics_pushgateway", _separator),
     "metrics.textfile": ("metrics_textfile", _textfile),
@@ -382,6 +399,9 @@ _FLOW_KEYS = {
     "offset-syncs.topic.location": ("offset_syncs_topic_location", _location),
     "exactly.once.enabled": ("exactly_once_enabled", _bool),
     "tasks.max": ("tasks_max", _task_count),
+    "sync.topic.acls.enabled": ("sync_topic_acls_enabled", _bool),
+    "sync.topic.acls.interval.seconds": ("sync_topic_acls_interval_seconds", _nonneg_int),
+    "sync.group.acls.enabled": ("sync_group_acls_enabled", _bool),
 }
 
 

@@ -38,6 +38,7 @@ REPLICATION_PROGRESS = "replication_progress"
 OPERATION_RUNS = "operation_runs"
 OPERATION_CHECKPOINTS = "operation_checkpoints"
 OFFSET_SYNC_SPANS = "offset_sync_spans"
+ACL_SYNCS = "acl_syncs"
 
 # Column types, as Spark SQL spells them (DataType.simpleString(), dbt-spark's data_type).
 STRING, BIGINT, INT, BOOLEAN, TIMESTAMP, DOUBLE = (
@@ -191,6 +192,26 @@ _TABLES = (
         _c("checkpoints_version", BIGINT, "the checkpoints version that holds these rows"),
         *_CHECKPOINT_COLUMNS,
     ), ("operation_id", "checkpoint_id", "group_id", "direction", "source_topic", "partition")),
+    # Every ACL binding a flow's ACL sync created or deleted on its target (pipelines.acls):
+    # who could do what on the target at any moment, and what the sync owns (may remove).
+    Table(ACL_SYNCS, "ACL binding a flow's ACL sync added to or removed from its target", (
+        _c("sync_id", STRING, "the sync pass"),
+        _c("flow", STRING, "the flow, e.g. P->B"),
+        _c("source_cluster", STRING, "the flow's source cluster alias"),
+        _c("target_cluster", STRING, "the cluster the binding was changed on"),
+        _c("action", STRING, "'added' | 'removed'"),
+        _c("resource_type", STRING, "'TOPIC' | 'GROUP'"),
+        _c("resource_name", STRING, "the topic or group name (or prefix) on the target"),
+        _c("pattern_type", STRING, "'LITERAL' | 'PREFIXED'"),
+        _c("principal", STRING, "e.g. User:app (User:* for every principal)"),
+        _c("host", STRING, "the host the binding applies to ('*': any)"),
+        _c("operation", STRING, "e.g. READ, DESCRIBE, ALL"),
+        _c("permission_type", STRING, "'ALLOW' | 'DENY'"),
+        _c("source_resource_name", STRING, "the source binding's name it came from; NULL for "
+           "a removal", null=True),
+        _c("synced_at", TIMESTAMP, "when the sync changed it"),
+    ), ("sync_id", "resource_type", "resource_name", "pattern_type", "principal", "host",
+        "operation", "permission_type")),
     # Recomputable from offset_syncs at any time (ledger.span_snapshots): never audit evidence.
     Table(OFFSET_SYNC_SPANS, "span of a flow partition's current epoch at one offset_syncs "
           "version (run_id 'span', written_at = covered_until): what store loads start from", (

@@ -137,6 +137,13 @@ class Metrics:
         self.interval = gauge(
             "replication_interval_seconds", "The configured seconds between batches when "
             "caught up (--interval)", FLOW)
+        # --- ACL sync (MM2's sync.topic.acls, pipelines.acls) -------------------------------
+        self.acl_bindings_synced = counter(
+            "acl_bindings_synced", "ACL bindings the flow's ACL sync created or deleted on the "
+            "target (recorded in acl_syncs), by action: added, removed", (*FLOW, "action"))
+        self.acl_sync_failures = counter(
+            "acl_sync_failures", "ACL sync passes that failed (a missing ACL of the replicator, "
+            "a cluster error); replication goes on", FLOW)
         # --- checkpoints (MM2's MirrorCheckpointConnector metrics) --------------------------
         self.checkpoint_latency = histogram(
             "checkpoint_latency_seconds", "Seconds from observing a group's committed offset "

@@ -72,6 +72,7 @@ from ledger.config import Config, reload_config
 from ledger.errors import first_line
 from ledger.policy import ReplicationPolicy
 from pipelines import metrics
+from pipelines.acls import sync as acl_sync
 from pipelines.cli import add_flow_arguments, job_main
 from pipelines.kafka_offsets import list_offsets
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
@@ -244,6 +245,7 @@ def _attach(observer: ReplicationObserver | None, replicator: FlowReplicator) ->
     if observer is not None:
         replicator.on_recorded = observer.batch_recorded
         replicator.on_measured = lambda ends, at: _observe(observer, replicator, ends, at)
+        replicator.acl_sync.on_report = lambda report: acl_sync.count(observer.m, report)
 
 
 def _observe(observer: ReplicationObserver | None, replicator: FlowReplicator,

@@ -34,6 +34,7 @@ from ledger.config import Config, FlowConfig
 from ledger.records import ProgressRecord
 from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
 from pipelines import kafka_admin
+from pipelines.acls.sync import AclSync
 from pipelines.kafka_offsets import list_offsets
 from pipelines.metrics.observe import Delivery, RecordedBatch
 from pipelines.mm2 import heartbeats
@@ -106,6 +107,8 @@ class FlowReplicator:
         self.recorder = LedgerRecorder(config.ledger_location, self.flow.name, self.session,
                                        ledger_writes=ledger_writes)
         self._copies: executors.LocalCopies | executors.SparkCopies | None = None
+        # MM2's topic ACL sync, at each refresh when its interval has passed (pipelines.acls).
+        self.acl_sync = AclSync(self.session)
 
     # --- Spark and the ledger, when first needed ---------------------------------------------
 
@@ -142,6 +145,7 @@ class FlowReplicator:
         plans = topics.plan_topics(self.config, self.flow)
         report = topics.ensure_replicas(self.config, self.flow, plans)
         self.heartbeat()
+        self.acl_sync.run_due(self.config, self.flow, [p.topic for p in plans])
         self.broken = dict(report.errors)
         self.refused = set()
         healthy = [p for p in plans if p.topic not in self.broken]

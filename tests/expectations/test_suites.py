@@ -11,6 +11,7 @@ import pytest
 from expectations import validate_ledger
 from expectations.suites import SCHEMA_CHECKS, check_names
 from ledger.schemas import (
+    ACL_SYNCS,
     CHECKPOINTS,
     GROUP_OFFSETS,
     OFFSET_SYNC_SPANS,
@@ -82,8 +83,24 @@ def _evidence_checkpoint(oid, group, **over):
     return {"operation_id": oid, "checkpoints_version": 1, **row, **over}
 
 
+def _acl_sync(sid, **over):
+    row = {"sync_id": sid, "flow": "P->B", "source_cluster": "P", "target_cluster": "B",
+           "action": "added", "resource_type": "TOPIC", "resource_name": "P.Payments",
+           "pattern_type": "LITERAL", "principal": "User:app", "host": "*",
+           "operation": "READ", "permission_type": "ALLOW", "source_resource_name": "Payments",
+           "synced_at": at(3)}
+    return {**row, **over}
+
+
 # table -> {check: rows that break exactly that check}
 CORRUPTIONS = {
+    ACL_SYNCS: {
+        "action_known": [_acl_sync("ax-1", action="granted")],
+        "permission_known": [_acl_sync("ax-2", permission_type="MAYBE")],
+        "pattern_known": [_acl_sync("ax-3", pattern_type="MATCH")],
+        "natural_key_unique": [_acl_sync("ax-4"), _acl_sync("ax-4")],
+        "no_configured_secret": [_acl_sync("ax-5", principal=f"User:{SECRET}")],
+    },
     OFFSET_SYNCS: {
         "length_positive": [sync_row("P->B", "C1", 0, 0, 0, 0, 0, at(1))],
         "upstream_offset_non_negative": [sync_row("P->B", "C2", 0, -1, 0, 1, 0, at(1))],

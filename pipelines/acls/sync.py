@@ -1,0 +1,316 @@
+"""ACL sync of a flow ``S->T`` (MirrorMaker 2's ``sync.topic.acls``; group ACLs opt-in): the
+Kafka and ledger I/O around :mod:`pipelines.acls.rules`.
+
+One pass::
+
+    describe every ACL on S       (DESCRIBE on CLUSTER on S)
+      -> the replica bindings they imply (rules.desired: topics the flow replicates, groups)
+    describe every ACL on T       (DESCRIBE on CLUSTER on T)
+      -> the bindings this flow added and has not removed (the ledger's acl_syncs)
+      -> create what T lacks, delete what the flow added that S no longer implies
+                                  (ALTER on CLUSTER on T)
+      -> one acl_syncs row per binding created or deleted
+
+Invariants:
+    * Nothing on T is touched but the bindings the pass creates and the ones this flow
+      created earlier (recorded in ``acl_syncs``); a binding T already had is never recorded,
+      so never removed.
+    * A binding is recorded only after Kafka confirmed its creation or deletion.
+    * A pass never raises into replication: a missing ACL of the replicator is one line naming
+      the ACL to add (``missing ACL: ...``), a cluster without an authorizer is skipped with an
+      info line; replication goes on either way.
+    * ``run_due`` runs at most every ``sync.topic.acls.interval.seconds`` per syncer (the
+      streaming job's refresh); a ``--once`` run builds a new syncer, so it always runs.
+    * No cluster property (secrets) reaches a log line or a row: messages come from
+      ``kafka_errors.classify``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.config import ClusterConfig, Config, FlowConfig
+from ledger.errors import first_line
+from ledger.schemas import ACL_SYNCS
+from pipelines import kafka_admin, kafka_errors
+from pipelines.acls import rules
+from pipelines.acls.rules import ADDED, REMOVED, Binding
+
+log = logging.getLogger(__name__)
+
+RESULT_TIMEOUT_S = 30.0
+NO_AUTHORIZER = "no_authorizer"
+MISSING_ACL = "missing_acl"
+FAILED = "failed"
+
+
+class AclsUnavailable(Exception):
+    """ACLs could not be read or changed: ``kind`` is no_authorizer, missing_acl or failed."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+# --- confluent-kafka edge ----------------------------------------------------------------------
+
+
+def from_kafka(acl: Any) -> Binding:
+    """A :class:`Binding` from confluent-kafka's ``AclBinding``."""
+    return Binding(acl.restype.name, acl.name, acl.resource_pattern_type.name, acl.principal,
+                   acl.host, acl.operation.name, acl.permission_type.name)
+
+
+def to_kafka(binding: Binding) -> Any:
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    return AclBinding(ResourceType[binding.resource_type], binding.name,
+                      ResourcePatternType[binding.pattern_type], binding.principal,
+                      binding.host, AclOperation[binding.operation],
+                      AclPermissionType[binding.permission])
+
+
+def exact_filter(binding: Binding) -> Any:
+    """An ``AclBindingFilter`` matching ``binding`` only (for ``delete_acls``)."""
+    from confluent_kafka.admin import AclBindingFilter
+
+    b = to_kafka(binding)
+    return AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host,
+                            b.operation, b.permission_type)
+
+
+def _unavailable(cluster: ClusterConfig, exc: BaseException, client: Any,
+                 operation: str) -> AclsUnavailable:
+    code = getattr(exc.args[0], "name", lambda: "")() if exc.args else ""
+    if code == "SECURITY_DISABLED" or "No Authorizer is configured" in str(exc):
+        return AclsUnavailable(f"cluster {cluster.alias} has no authorizer (no ACLs to read or "
+                               "write: every principal may do everything)", NO_AUTHORIZER)
+    error = kafka_admin.failure(cluster, exc, client, operation, "cluster")
+    if error.kind == kafka_errors.AUTHORIZATION:
+        return AclsUnavailable(f"missing ACL: {error}", MISSING_ACL)
+    return AclsUnavailable(str(error), FAILED)
+
+
+def describe(cluster: ClusterConfig) -> list[Binding]:
+    """Every ACL binding of ``cluster`` (DESCRIBE on its CLUSTER resource)."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    client = kafka_admin.admin(cluster)
+    anything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                AclOperation.ANY, AclPermissionType.ANY)
+    try:
+        found = client.describe_acls(anything, request_timeout=15).result(
+            timeout=RESULT_TIMEOUT_S)
+    except Exception as exc:
+        raise _unavailable(cluster, exc, client, "DESCRIBE") from None
+    return sorted(from_kafka(a) for a in found)
+
+
+def create(cluster: ClusterConfig, bindings: Iterable[Binding]) -> list[Binding]:
+    """Create ``bindings`` (ALTER on CLUSTER); the ones created, or the first failure raised."""
+    wanted = list(bindings)
+    if not wanted:
+        return []
+    client = kafka_admin.admin(cluster)
+    futures = client.create_acls([to_kafka(b) for b in wanted], request_timeout=15)
+    done, failure = [], None
+    for binding, future in zip(wanted, futures.values(), strict=True):
+        try:
+            future.result(timeout=RESULT_TIMEOUT_S)
+            done.append(binding)
+        except Exception as exc:
+            failure = failure or _unavailable(cluster, exc, client, "ALTER")
+    if failure is not None:
+        failure.done = done  # type: ignore[attr-defined]
+        raise failure
+    return done
+
+
+def delete(cluster: ClusterConfig, bindings: Iterable[Binding]) -> list[Binding]:
+    """Delete exactly ``bindings`` (ALTER on CLUSTER); the ones asked for whose deletion Kafka
+    confirmed (an already absent one counts: it is gone), or the first failure raised."""
+    wanted = list(bindings)
+    if not wanted:
+        return []
+    client = kafka_admin.admin(cluster)
+    futures = client.delete_acls([exact_filter(b) for b in wanted], request_timeout=15)
+    done, failure = [], None
+    for binding, future in zip(wanted, futures.values(), strict=True):
+        try:
+            future.result(timeout=RESULT_TIMEOUT_S)
+            done.append(binding)
+        except Exception as exc:
+            failure = failure or _unavailable(cluster, exc, client, "ALTER")
+    if failure is not None:
+        failure.done = done  # type: ignore[attr-defined]
+        raise failure
+    return done
+
+
+# --- one pass ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncReport:
+    """What one pass did: bindings added and removed (recorded), or why it could not."""
+
+    flow: str
+    added: list[Binding] = field(default_factory=list)
+    removed: list[Binding] = field(default_factory=list)
+    problem: str | None = None
+    kind: str | None = None      # of the problem: no_authorizer, missing_acl, failed
+
+    @property
+    def failed(self) -> bool:
+        return self.problem is not None and self.kind != NO_AUTHORIZER
+
+
+def rows(report: SyncReport, flow: FlowConfig, origins: dict[Binding, Binding],
+         now: dt.datetime) -> list[dict[str, Any]]:
+    """The ``acl_syncs`` rows of a pass (column order of :mod:`ledger.schemas`)."""
+    sync_id = f"acl-sync-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    out = []
+    for action, bindings in ((ADDED, report.added), (REMOVED, report.removed)):
+        for b in bindings:
+            origin = origins.get(b) if action == ADDED else None
+            out.append({"sync_id": sync_id, "flow": flow.name, "source_cluster": flow.source,
+                        "target_cluster": flow.target, "action": action,
+                        "resource_type": b.resource_type, "resource_name": b.name,
+                        "pattern_type": b.pattern_type, "principal": b.principal,
+                        "host": b.host, "operation": b.operation,
+                        "permission_type": b.permission,
+                        "source_resource_name": origin.name if origin else None,
+                        "synced_at": now})
+    return out
+
+
+def _engine(config: Config, session: Callable[[], Any] | None) -> Any:
+    from ledger import commits
+    from ledger.engine import LedgerEngine
+
+    engine = LedgerEngine(config.ledger_location, session)
+    if not engine.exists(ACL_SYNCS):  # a ledger made before the table existed
+        if engine.direct and commits.create_missing_tables(config.ledger_location) \
+                is not commits.UNAVAILABLE:
+            return engine
+        engine.ledger.init()
+    return engine
+
+
+def owned_bindings(engine: Any, flow: FlowConfig) -> set[Binding]:
+    history = engine.query("SELECT * FROM {a} WHERE flow = '" + flow.name.replace("'", "''")
+                           + "'", a=ACL_SYNCS)
+    return rules.owned(history)
+
+
+def checkpointed_groups(config: Config, flow: FlowConfig) -> list[str]:
+    """The groups on the source the flow's group allowlist selects (what ``checkpoint`` does)."""
+    return sorted(g.group_id for g in kafka_admin.list_groups(config.cluster(flow.source))
+                  if flow.group_allowed(g.group_id))
+
+
+def sync_flow(config: Config, flow: FlowConfig, topics: Iterable[str],
+              session: Callable[[], Any] | None = None) -> SyncReport:
+    """One ACL sync pass of ``flow`` for the source ``topics`` it replicates."""
+    report = SyncReport(flow.name)
+    sync_topics = config.for_flow(flow, "sync_topic_acls_enabled")
+    sync_groups = config.for_flow(flow, "sync_group_acls_enabled")
+    if not (sync_topics or sync_groups):
+        return report
+    source, target = config.cluster(flow.source), config.cluster(flow.target)
+    naming = rules.Naming(flow.source, config.replication_policy_separator, config.prefixless)
+    origins: dict[Binding, Binding] = {}
+    engine = None
+    try:
+        groups = checkpointed_groups(config, flow) if sync_groups else []
+        wanted = rules.desired(describe(source), naming, topics if sync_topics else (), groups)
+        existing = describe(target)
+        engine = _engine(config, session)
+        todo = rules.diff(wanted, owned_bindings(engine, flow), existing)
+        origins = wanted
+        try:
+            report.added = create(target, todo.add)
+        except AclsUnavailable as exc:
+            report.added = getattr(exc, "done", [])
+            raise
+        try:
+            report.removed = delete(target, todo.remove)
+        except AclsUnavailable as exc:
+            report.removed = getattr(exc, "done", [])
+            raise
+    except AclsUnavailable as exc:
+        report.problem, report.kind = str(exc), exc.kind
+    except Exception as exc:  # the sync never stops replication
+        report.problem, report.kind = first_line(exc), FAILED
+    if engine is not None and (report.added or report.removed):
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        try:
+            engine.append(ACL_SYNCS, rows(report, flow, origins, now))
+        except Exception as exc:
+            report.problem = report.problem or f"ACL changes not recorded: {first_line(exc)}"
+            report.kind = report.kind or FAILED
+    return report
+
+
+def log_report(report: SyncReport) -> None:
+    """One line for a problem (warning; info when there is no authorizer), one for changes."""
+    if report.added or report.removed:
+        log.info("flow %s: ACL sync: %d binding(s) added, %d removed on the target",
+                 report.flow, len(report.added), len(report.removed))
+    if report.kind == NO_AUTHORIZER:
+        log.info("flow %s: ACL sync skipped: %s", report.flow, report.problem)
+    elif report.problem:
+        log.warning("flow %s: ACL sync: %s; replication goes on", report.flow, report.problem)
+
+
+def count(metrics: Any, report: SyncReport) -> None:
+    """A pass's report on the metrics (``pipelines.metrics.Metrics``)."""
+    source, target = report.flow.split("->")
+    for action, bindings in ((ADDED, report.added), (REMOVED, report.removed)):
+        if bindings:
+            metrics.acl_bindings_synced.labels(source, target, action).inc(len(bindings))
+    if report.failed:
+        metrics.acl_sync_failures.labels(source, target).inc()
+
+
+class AclSync:
+    """A flow's ACL sync in a long-running job: :meth:`run_due` at every refresh runs a pass
+    when ``sync.topic.acls.interval.seconds`` have passed since the last one (the first call
+    always runs). ``on_report`` (metrics) sees every pass's report."""
+
+    def __init__(self, session: Callable[[], Any] | None = None) -> None:
+        self.session = session
+        self.last: float | None = None
+        self.on_report: Callable[[SyncReport], None] | None = None
+
+    def run_due(self, config: Config, flow: FlowConfig, topics: Iterable[str]) -> None:
+        interval = config.for_flow(flow, "sync_topic_acls_interval_seconds")
+        now = time.monotonic()
+        if self.last is not None and now - self.last < interval:
+            return
+        self.last = now
+        try:
+            report = sync_flow(config, flow, list(topics), self.session)
+        except Exception as exc:  # never into replication
+            report = SyncReport(flow.name, problem=first_line(exc), kind=FAILED)
+        log_report(report)
+        if self.on_report is not None:
+            self.on_report(report)
