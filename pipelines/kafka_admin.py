@@ -390,8 +390,11 @@ def committed_records_between(cluster: ClusterConfig,
             if error is not None and error.code() != KafkaError._PARTITION_EOF:
                 raise failure(cluster, KafkaException(error), None, "READ", f"topic {key[0]}")
             if error is not None and msg.offset() < end:
-                continue  # the last stable offset is below end: an open transaction, wait
-            out[key] = error is None and msg.offset() < end
+                _, high = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+                if high is None or high < 0 or msg.offset() < high:
+                    continue  # the last stable offset is below end: an open transaction, wait
+                # The log ends below ``end`` (a commit beyond it): those records are yet to come.
+            out[key] = msg.offset() < end
             del pending[key]
             consumer.incremental_unassign([TopicPartition(*key)])
     finally:

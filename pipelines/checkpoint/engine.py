@@ -46,7 +46,7 @@ from pipelines.checkpoint.compute import (
     compute_checkpoints,
     decide_offset_writes,
 )
-from pipelines.checkpoint.mapping import TopicMapping, map_topic
+from pipelines.checkpoint.mapping import TopicMapping, map_topics
 
 log = logging.getLogger(__name__)
 
@@ -180,12 +180,7 @@ class Checkpointer:
     # --- the pass ------------------------------------------------------------------------
 
     def mappings(self, flow: FlowConfig, topics: Iterable[str]) -> dict[str, TopicMapping]:
-        out = {}
-        for topic in set(topics):
-            mapping = map_topic(self.config, flow, topic)
-            if mapping is not None:
-                out[topic] = mapping
-        return out
+        return map_topics(self.config, flow, topics)
 
     def load_stores(self, mappings: dict[str, TopicMapping]) -> dict[str, OffsetSyncStore]:
         version = self.engine.version(OFFSET_SYNCS)

@@ -21,8 +21,9 @@ from ledger.errors import first_line
 from ledger.span_refresh import refresh_if_behind
 from pipelines import metrics
 from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
+from pipelines.checkpoint.readiness import pass_readiness
 from pipelines.cli import add_flow_arguments, job_main
-from pipelines.metrics.observe import CheckpointObserver, group_readiness
+from pipelines.metrics.observe import CheckpointObserver
 from pipelines.spark import ledger_engine
 
 
@@ -83,12 +84,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return _run(args, config, observer)
 
 
-def _observe(observer: CheckpointObserver | None, config: Config, flow: str,
+def _observe(observer: CheckpointObserver | None, checkpointer: Checkpointer, flow: str,
              result: CheckpointResult, seconds: float) -> None:
     if observer is None:
         return
+    config = checkpointer.config
     try:
-        readiness = group_readiness(config, config.flow(flow), result)
+        readiness = pass_readiness(config, checkpointer.engine, config.flow(flow), result)
     except Exception as exc:  # a metric is never a reason to stop checkpointing
         log.warning("group readiness not measured: %s", first_line(exc))
         readiness = {}
@@ -112,7 +114,7 @@ def _run(args: argparse.Namespace, config: Config, observer: CheckpointObserver 
         result = checkpointer.run(args.flow, groups=args.group, sync=do_sync)
         if do_sync:
             last_sync = started
-        _observe(observer, config, args.flow, result, time.monotonic() - started)
+        _observe(observer, checkpointer, args.flow, result, time.monotonic() - started)
         print(summary(result), flush=True)
         refresh_spans(checkpointer, config, args.flow)
         passes += 1

@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ledger.config import Config, FlowConfig
@@ -49,6 +50,12 @@ def map_topic(config: Config, flow: FlowConfig, topic: str) -> TopicMapping | No
         return TopicMapping(FORWARD, topic, policy.remote_topic(source, topic),
                             f"{source}->{target}", topic, source)
     return None
+
+
+def map_topics(config: Config, flow: FlowConfig, topics: Iterable[str]) -> dict[str, TopicMapping]:
+    """``{topic: mapping}`` of the ``topics`` that have one (:func:`map_topic`)."""
+    mapped = {topic: map_topic(config, flow, topic) for topic in set(topics)}
+    return {topic: m for topic, m in mapped.items() if m is not None}
 
 
 def subscribe_topics(config: Config, flow: FlowConfig, topics: set[str]) -> list[str]:

@@ -113,12 +113,15 @@ def describe_untranslatable(checkpoints: Iterable[CheckpointRecord]) -> list[str
 def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Offsets, *,
               label: str, now: dt.datetime | None = None,
               checkpoint_id: str | None = None,
+              log_starts: set[tuple[str, str, int]] = frozenset(),
               ) -> tuple[list[CheckpointRecord], dict[str, OffsetSyncStore]]:
     """Translate ``offsets`` of a reader on ``source`` to ``target``, reading the ledger only.
 
     ``label`` stands for the group id in the checkpoint records (the reader's name). Returns
     one translated checkpoint per partition, in (topic, partition) order, and the stores
-    (by flow) they were translated over.
+    (by flow) they were translated over. ``log_starts`` (``{(direction, topic, partition)}``,
+    ``pipelines.checkpoint.coverage.log_start_keys``) have nothing before the offset to copy:
+    their checkpoints stay untranslated and the reader starts at the target's log start.
 
     Raises:
         UntranslatableOffsetsError: a topic with no mapping, or a partition with no
@@ -142,7 +145,9 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
         checkpoints = compute_checkpoints(
             commits, mappings, stores, {}, checkpoint_id=checkpoint_id or uuid.uuid4().hex,
             target_cluster=target, now=now or utcnow())
-        problems += describe_untranslatable(checkpoints)
+        problems += describe_untranslatable(
+            cp for cp in checkpoints
+            if (cp.direction, cp.source_topic, cp.partition) not in log_starts)
     if problems:
         raise UntranslatableOffsetsError(
             f"{len(problems)} partition(s) cannot be translated {source} -> {target}; "

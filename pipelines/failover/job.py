@@ -48,7 +48,9 @@ from ledger.records import Operation
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
 from pipelines import kafka_admin, kafka_offsets, preflight
+from pipelines.acls import check as acl_check
 from pipelines.checkpoint.compute import OffsetWrite
+from pipelines.checkpoint.coverage import CommitCoverage, Need, log_start_keys, needs_for
 from pipelines.checkpoint.engine import (
     Checkpointer,
     CheckpointPlan,
@@ -57,10 +59,10 @@ from pipelines.checkpoint.engine import (
     utcnow,
 )
 from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
+from pipelines.checkpoint.readiness import CoverageCheck, replication_lag
 from pipelines.checkpoint.report import render, translation_rows
 from pipelines.failover import cutoff as cutoffs
 from pipelines.failover import evidence
-from pipelines.failover.readiness import CoverageCheck, Gap, Need, needs_for, replication_lag
 from pipelines.failover.result import OperationResult, print_result
 from pipelines.spark import ledger_engine
 
@@ -88,6 +90,7 @@ class MoveOptions:
     dry_run: bool = False
     allow_untranslatable: bool = False
     quiet_s: float = 5.0
+    require_acls: bool = False      # a gap in the ACL check refuses the move (pipelines.acls)
 
 
 @dataclass(frozen=True)
@@ -109,8 +112,12 @@ class MoveRecord:
     live: bool                      # False: the source was declared lost (--disaster)
     mode: str                       # 'continuous' | 'cutoff' | 'disaster'
     messages: Mapping[str, str] = field(default_factory=dict)
+    acls: Mapping[str, str] = field(default_factory=dict)   # the ACL check's summary per group
 
     def message(self, group: str) -> str | None:
+        return "; ".join(m for m in (self._message(group), self.acls.get(group)) if m) or None
+
+    def _message(self, group: str) -> str | None:
         if self.messages.get(group):
             return self.messages[group]
         if not self.live:
@@ -143,6 +150,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print, write nothing")
     parser.add_argument("--allow-untranslatable", action="store_true",
                         help="proceed when some partitions cannot be translated (none written)")
+    parser.add_argument("--require-acls", action="store_true",
+                        help="refuse the move (exit 2, nothing written) when the group's "
+                             "principals lack READ on --to (or it cannot be checked), instead "
+                             "of warning (docs/security.md)")
     parser.add_argument("--format", choices=["table", "json"], default="table")
     parser.add_argument("--spark-checkpoint", metavar="PATH",
                         help="move a Structured Streaming query instead of groups: its "
@@ -236,21 +247,28 @@ class Mover:
                                  f"WHERE cluster = {literal(source)}", g=GROUP_OFFSETS)
         return sorted(r["group_id"] for r in rows)
 
-    def wait_for_replication(self, needs: list[Need], options: MoveOptions) -> None:
-        """Block until the runs cover ``needs``; with --catch-up, replicate until they do."""
+    def wait_for_replication(self, source: str, needs: list[Need],
+                             options: MoveOptions) -> list[CommitCoverage]:
+        """Block until the runs cover ``needs``; with --catch-up, replicate until they do.
+
+        Returns the final coverage (``pipelines.checkpoint.readiness.assess``, the rule of
+        ``status`` too): its ``from_log_start`` commits resume at the target's log start.
+        """
         deadline = time.monotonic() + options.timeout
         while True:
-            gaps = self.coverage.gaps(needs)
+            coverage = self.coverage.assess(source, needs)
+            gaps = [c for c in coverage if not c.covered]
             if not gaps:
                 if sys.stderr.isatty():
                     _progress("replication covers the groups' offsets".ljust(70) + "\n")
-                return
+                return coverage
             _progress(f"waiting for replication: {len(gaps)} partition(s), "
-                      f"{sum(g.records for g in gaps)} record(s) to cover")
+                      f"{sum(g.missing for g in gaps)} record(s) to cover")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 print(file=sys.stderr)
-                detail = ", ".join(g.describe() for g in gaps[:5])
+                detail = ", ".join(g.describe(g.need.sync_flow if g.need else None)
+                                   for g in gaps[:5])
                 raise ReplicationLagError(
                     f"replication has not caught up within {options.timeout:.0f}s ({detail}); "
                     "run `offset-ledger replicate --flow ...`, pass --catch-up, or raise "
@@ -260,20 +278,20 @@ class Mover:
             else:
                 time.sleep(0.5)  # polling the ledger for a condition, with a deadline
 
-    def catch_up(self, gaps: list[Gap], timeout: float) -> None:
+    def catch_up(self, gaps: list[CommitCoverage], timeout: float) -> None:
         from pipelines.replicate.job import replicate_once
         from pipelines.replicate.streaming import streamed
 
         forward: dict[str, dict[tuple[str, int], int]] = {}
         whole: set[str] = set()
         # A flow a streaming job replicates is recorded every commit interval: wait for it.
-        live = {f for f in {g.need.sync_flow for g in gaps} if streamed(self.config, f)}
+        needs = [g.need for g in gaps if g.need is not None]
+        live = {f for f in {n.sync_flow for n in needs} if streamed(self.config, f)}
         if live:
             time.sleep(0.5)  # polling the ledger for a condition, with a deadline
-        for g in gaps:
-            if g.need.sync_flow in live:
+        for n in needs:
+            if n.sync_flow in live:
                 continue
-            n = g.need
             if n.direction == FORWARD:
                 forward.setdefault(n.sync_flow, {})[(n.topic, n.partition)] = n.offset
             else:  # a replica offset: replicate that flow as far as its source holds now
@@ -286,7 +304,7 @@ class Mover:
                     for flow, until in sorted(forward.items())]
         # A topic the catch-up cannot copy (e.g. its source was recreated) will not catch up
         # by waiting: say why now rather than at the deadline.
-        needed = {g.need.topic for g in gaps}
+        needed = {n.topic for n in needs}
         refused = {t: m for r in results for t, m in r.errors.items() if t in needed}
         if refused:
             why = "; ".join(f"topic {t}: {m}" for t, m in sorted(refused.items()))
@@ -327,23 +345,32 @@ class Mover:
             for group in groups:
                 kafka_admin.ensure_inactive(source_cluster, group)
             needs = needs_for(commits, mappings, ends)
-            self.wait_for_replication(needs, options)
+            log_starts = log_start_keys(self.wait_for_replication(source, needs, options))
             lag = replication_lag(self.config, self.engine, needs)
         else:
-            lag = 0
+            lag, log_starts = 0, set()
         plan = self.checkpointer.plan(flow.name, groups=groups, recorded_commits=not live)
-        self.check_plan(plan, groups, source, live, options)
+        if not live:  # S is not asked: only an offset 0 has nothing before it, surely
+            log_starts = {(cp.direction, cp.source_topic, cp.partition)
+                          for cp in plan.result.checkpoints
+                          if not cp.translated and cp.source_offset == 0}
+        at_start = {(cp.group_id, cp.target_topic, cp.partition)
+                    for cp in plan.result.checkpoints if not cp.translated
+                    and (cp.direction, cp.source_topic, cp.partition) in log_starts}
+        self.check_plan(plan, groups, source, live, options, at_start)
         latest = options.cutoff and self.config.prefixless
         operation_ids = {g: f"{kind}-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
                          for g in groups}
         subscribe = {g: subscribe_topics(self.config, flow, {
             c.topic for c in plan.result.source_commits if c.group_id == g}) for g in groups}
         mode = "disaster" if not live else "cutoff" if options.cutoff else "continuous"
+        acls = acl_check.for_move(self.config, source, target, subscribe, live,
+                                  options.require_acls)
         if options.dry_run:
             result = plan.result
             starts = self.start_offsets(groups, target, subscribe,
                                         {(w.group_id, w.topic, w.partition)
-                                         for w in result.writes})
+                                         for w in result.writes}, at_start)
         else:
             result = self.checkpointer.commit(plan, sync=not latest, operation_id=operation_ids,
                                               reason=kind, strict=True)
@@ -351,7 +378,8 @@ class Mover:
                 self.write_latest(plan, result, operation_ids, kind)
             written = {(w.group_id, w.topic, w.partition) for w in result.writes} | {
                 (cp.group_id, cp.target_topic, cp.partition) for cp, _ in result.skipped}
-            starts = self.start_offsets(groups, target, subscribe, written)
+            starts = self.start_offsets(groups, target, subscribe, written - at_start,
+                                        at_start)
             self.write_starts(starts, operation_ids, kind, target)
             evidence.record(self.engine, self.config, result.checkpoints, operation_ids,
                             plan.stores, result.versions[CHECKPOINTS], plan.now)
@@ -359,20 +387,28 @@ class Mover:
         if not options.dry_run:
             self.record_operations(MoveRecord(kind, tuple(groups), source, target,
                                               operation_ids, subscribe, started, seconds,
-                                              live, mode), result)
+                                              live, mode, acls={g: c.summary() for g, c in
+                                                                acls.items()}), result)
         return [OperationResult(operation_ids[g], kind, g, source, target, subscribe[g], result,
                                 [w for w in starts if w.group_id == g], seconds,
-                                options.dry_run, mode, lag) for g in groups]
+                                options.dry_run, mode, lag, acls[g].as_dict()) for g in groups]
 
     def check_plan(self, plan: CheckpointPlan, groups: list[str], source: str, live: bool,
-                   options: MoveOptions) -> None:
+                   options: MoveOptions,
+                   at_start: set[tuple[str, str, int]] = frozenset()) -> None:
+        """Refuse groups without commits and partitions without a translation.
+
+        ``at_start`` (``{(group, target topic, partition)}``): partitions with nothing before
+        the commit to copy (``CommitCoverage.from_log_start``); they resume at the log start.
+        """
         committed = {c.group_id for c in plan.result.source_commits}
         missing = [g for g in groups if g not in committed]
         if missing:
             raise OffsetLedgerError(
                 f"group(s) {', '.join(missing)} have no committed offsets on {source}"
                 + ("" if live else " recorded in the ledger"))
-        untranslatable = [cp for cp in plan.result.checkpoints if not cp.translated]
+        untranslatable = [cp for cp in plan.result.checkpoints if not cp.translated
+                          and (cp.group_id, cp.target_topic, cp.partition) not in at_start]
         if untranslatable and not options.allow_untranslatable:
             raise UntranslatableError(
                 f"{len(untranslatable)} partition(s) of group(s) "
@@ -415,23 +451,27 @@ class Mover:
         result.versions[RESUME_POINTS] = self.engine.version(RESUME_POINTS)
 
     def start_offsets(self, groups: list[str], target: str, subscribe: dict[str, list[str]],
-                      written: set[tuple[str, str, int]]) -> list[OffsetWrite]:
+                      written: set[tuple[str, str, int]],
+                      at_start: set[tuple[str, str, int]] = frozenset()) -> list[OffsetWrite]:
         """Offsets at the log start for subscribed partitions where a group has nothing on Y.
 
         Such a partition holds only what producers wrote on the target cluster itself (or
         replicated records the group never consumed on X): it starts at the beginning, whatever
-        its ``auto.offset.reset``, so nothing is skipped.
+        its ``auto.offset.reset``, so nothing is skipped. ``at_start`` partitions (the group
+        committed on X where nothing before its commit is left to copy) start there too, even
+        when not subscribed by name (never rewinding an offset the group has on Y).
         """
         cluster = self.config.cluster(target)
         topics = kafka_admin.list_topics(cluster)
+        named = {t for names in subscribe.values() for t in names} | {t for _, t, _ in at_start}
         lows = kafka_offsets.list_offsets(cluster, "earliest", [
-            (topic, p) for topic in {t for names in subscribe.values() for t in names}
-            if topic in topics for p in range(topics[topic])])
+            (topic, p) for topic in named if topic in topics for p in range(topics[topic])])
         writes = []
         for group in groups:
             existing = kafka_offsets.list_offsets(cluster, "committed", group=group)
             for (topic, partition), low in sorted(lows.items()):
-                if (topic in subscribe[group] and (topic, partition) not in existing
+                wanted = topic in subscribe[group] or (group, topic, partition) in at_start
+                if (wanted and (topic, partition) not in existing
                         and (group, topic, partition) not in written):
                     writes.append(OffsetWrite(group, topic, partition, low, None, None))
         return writes
@@ -473,7 +513,8 @@ class Mover:
 def run(args: argparse.Namespace, config: Config) -> int:
     options = MoveOptions(timeout=args.timeout, catch_up=args.catch_up, cutoff=args.cutoff,
                           disaster=args.disaster, dry_run=args.dry_run,
-                          allow_untranslatable=args.allow_untranslatable, quiet_s=args.quiet_s)
+                          allow_untranslatable=args.allow_untranslatable, quiet_s=args.quiet_s,
+                          require_acls=args.require_acls)
     if args.spark_checkpoint:
         from pipelines.failover import spark_query
 

@@ -43,13 +43,14 @@ from ledger.errors import OffsetLedgerError
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from pipelines.checkpoint import offsets as offsets_json
 from pipelines.checkpoint.compute import GroupCommit, OffsetWrite
+from pipelines.checkpoint.coverage import log_start_keys, needs_for
 from pipelines.checkpoint.engine import CheckpointResult, resume_point, utcnow
 from pipelines.checkpoint.mapping import subscribe_topics
+from pipelines.checkpoint.readiness import replication_lag
 from pipelines.checkpoint.report import render, translation_rows
 from pipelines.failover import evidence
 from pipelines.failover import spark_checkpoint as sc
 from pipelines.failover.job import MoveOptions, Mover, MoveRecord
-from pipelines.failover.readiness import needs_for, replication_lag
 
 
 class QueryRunningError(OffsetLedgerError):
@@ -126,16 +127,16 @@ class QueryMover:
         offsets = _merge(checkpoint.sources, checkpoint.path)
         commits = [GroupCommit(source, label, t, p, o) for (t, p), o in sorted(offsets.items())]
         checkpointer = self.mover.checkpointer
-        lag = 0
+        lag, log_starts = 0, set()
         if live:
             needs = needs_for(commits, checkpointer.mappings(flow, {t for t, _ in offsets}))
-            self.mover.wait_for_replication(needs, options)
+            log_starts = log_start_keys(self.mover.wait_for_replication(source, needs, options))
             lag = replication_lag(self.config, self.ledger, needs)
         self._await_quiet(checkpoint, started_mono, options.quiet_s)
         now = utcnow()
         checkpoints, stores = offsets_json.translate(
             checkpointer, source, target, offsets, label=label, now=now,
-            checkpoint_id=uuid.uuid4().hex)
+            checkpoint_id=uuid.uuid4().hex, log_starts=log_starts)
         subscribe = [subscribe_topics(self.config, flow, {t for t, _ in s})
                      for s in checkpoint.sources]
         translated = offsets_json.translated(checkpoints)

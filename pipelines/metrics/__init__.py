@@ -23,9 +23,8 @@ from pipelines.metrics.observe import (
     Delivery,
     RecordedBatch,
     ReplicationObserver,
-    group_readiness,
 )
 
 __all__ = ["CheckpointObserver", "Delivery", "Exporter", "JobMetrics", "Metrics", "RecordedBatch",
-           "ReplicationObserver", "Settings", "add_arguments", "group_readiness", "job_metrics",
+           "ReplicationObserver", "Settings", "add_arguments", "job_metrics",
            "settings"]

@@ -262,7 +262,8 @@ class CheckpointObserver:
     def pass_done(self, result: Any, seconds: float,
                   readiness: Mapping[str, tuple[bool, int]]) -> None:
         """After a pass (a ``CheckpointResult``) of ``seconds``; ``readiness`` per group is
-        ``(ready to move, committed records not covered)`` (:func:`group_readiness`)."""
+        ``(ready to move, committed records not covered)``
+        (``pipelines.checkpoint.readiness.pass_readiness``)."""
         now = self.clock()
         try:
             counts: dict[str, int] = {}
@@ -291,46 +292,3 @@ class CheckpointObserver:
             log.warning("checkpoint metrics not updated: %s", exc)
         if self.on_update is not None:
             self.on_update()
-
-
-def group_readiness(config: Any, flow: Any, result: Any) -> dict[str, tuple[bool, int]]:
-    """Per group of a checkpoint pass: ready to move ``flow.source -> flow.target``?
-
-    The rule of ``status`` (:mod:`pipelines.status.readiness`, DESIGN.md "Readiness for a
-    move"): the runs the pass translated over cover every committed offset it mapped, or only
-    transaction markers and aborted records lie between (asked of the source). A pass whose
-    source was not read live says nothing about readiness: no group is reported.
-    """
-    from pipelines import kafka_admin
-    from pipelines.checkpoint.mapping import FORWARD
-    from pipelines.status.readiness import CommitCoverage
-
-    if not getattr(result, "source_live", True):
-        return {}
-    stores = getattr(result, "stores", {}) or {}
-    by_group: dict[str, list[CommitCoverage]] = {}
-    for cp in result.checkpoints:
-        store = stores.get(cp.flow)
-        # The runs are keyed by the original topic: the group's topic (forward) or the
-        # topic the replica it reads was copied from (reverse: the target's topic).
-        original = cp.source_topic if cp.direction == FORWARD else cp.target_topic
-        runs = store.runs.get((original, cp.partition), []) if store else []
-        if cp.direction == FORWARD:
-            end = max((r.upstream_end for r in runs), default=None)
-        else:
-            end = max((r.downstream_end for r in runs), default=None)
-        by_group.setdefault(cp.group_id, []).append(
-            CommitCoverage(cp.direction, cp.source_topic, cp.partition, cp.source_offset, end))
-    gaps = {(c.topic, c.partition): (c.replicated_to, c.committed)
-            for cover in by_group.values() for c in cover
-            if c.direction == FORWARD and c.missing and c.replicated_to is not None}
-    if gaps:
-        left = kafka_admin.committed_records_between(config.cluster(flow.source), gaps)
-        for cover in by_group.values():
-            for c in cover:
-                if c.direction == FORWARD and (c.topic, c.partition) in left:
-                    c.committed_left = left[(c.topic, c.partition)]
-    return {group: (all(c.covered for c in cover),
-                    sum(c.missing for c in cover if not c.covered))
-            for group, cover in by_group.items()}
-

@@ -5,7 +5,7 @@ Invariants:
       group ids and never commit) or to the ledger.
     * Ledger reads are bounded: ``replication_progress`` for the shown flows, the current
       epoch's spans of the partitions progress does not answer (the one readiness rule,
-      ``pipelines.failover.readiness.recorded_ends``, which ``failover`` and ``failback`` use
+      ``pipelines.checkpoint.readiness``, which ``failover``, ``failback`` and the metric use
       too), and aggregates of ``checkpoints`` and ``operations`` filtered by group and clusters;
       through the verb's ledger engine (``ledger.engine``: no JVM on a path ledger).
     * A cluster that does not answer (or refuses the credentials) is reported as text in the
@@ -32,13 +32,14 @@ from ledger.schemas import CHECKPOINTS, OPERATIONS
 from ledger.tables import Ledger
 from pipelines import kafka_admin, kafka_offsets
 from pipelines.checkpoint import history
-from pipelines.checkpoint.mapping import FORWARD, map_topic
-from pipelines.failover.readiness import progress_ends, recorded_ends
+from pipelines.checkpoint.compute import GroupCommit
+from pipelines.checkpoint.coverage import needs_for
+from pipelines.checkpoint.mapping import FORWARD, map_topics
+from pipelines.checkpoint.readiness import assess, progress_ends, recorded_ends
 from pipelines.mm2 import formats
 from pipelines.replicate.topics import look_up_unseen, select_topics
 from pipelines.status.readiness import (
     Checkpoint,
-    CommitCoverage,
     CommitLag,
     FlowStatus,
     GroupStatus,
@@ -97,6 +98,7 @@ class Gatherer:
         self.policy = ReplicationPolicy.from_config(config)
         self._errors: dict[str, str | None] = {}
         self._topics: dict[str, dict[str, int]] = {}
+        self._progress_rows: dict[str, dict] = {}
 
     def cluster_error(self, alias: str) -> str | None:
         """Why ``alias`` cannot be read (unreachable, credentials), or None."""
@@ -140,8 +142,8 @@ class Gatherer:
             status.error = str(exc)
             return status
         with _timed(f"{flow.name} progress"):
-            rows = progress_ends(self.engine, {flow.name})
-        progress = {(t, p): row for (_, t, p), row in rows.items()}
+            rows = self._progress(flow)
+        progress = {(t, p): row for (f, t, p), row in rows.items() if f == flow.name}
         with _timed(f"{flow.name} runs"):
             # The one readiness rule: where the current epoch's runs end (or progress, higher).
             ends_of = recorded_ends(self.engine, [(flow.name, t, p) for t, p in tps],
@@ -183,6 +185,14 @@ class Gatherer:
                                                         replica)
         return status
 
+    def _progress(self, flow: FlowConfig) -> dict:
+        """``replication_progress`` of the flow and of its reverse (read once per round)."""
+        if flow.name not in self._progress_rows:
+            names = {flow.name} | {f.name for f in self.config.enabled_flows()
+                                   if (f.source, f.target) == (flow.target, flow.source)}
+            self._progress_rows[flow.name] = progress_ends(self.engine, names)
+        return self._progress_rows[flow.name]
+
     # --- groups ----------------------------------------------------------------------------
 
     def _commits(self, alias: str, group: str) -> list[CommitLag] | str:
@@ -212,34 +222,13 @@ class Gatherer:
                 status.commits[alias] = commits
         if flow.source in status.errors:
             return status
-        reverse: dict[str, list[tuple[CommitLag, str, str]]] = {}
-        forward_topics = set()
-        for c in status.commits[flow.source]:
-            mapping = map_topic(self.config, flow, c.topic)
-            if mapping is None:
-                continue
-            if mapping.direction == FORWARD:
-                forward_topics.add(c.topic)
-                lag = flow_status.partition(c.topic, c.partition)
-                status.coverage.append(CommitCoverage(FORWARD, c.topic, c.partition, c.offset,
-                                                lag.replicated_to if lag else None))
-            else:
-                reverse.setdefault(mapping.sync_flow, []).append((c, mapping.sync_topic,
-                                                                  mapping.direction))
-        for sync_flow, items in reverse.items():
-            # The group's offsets on the replica are downstream offsets of the reverse flow.
-            ends = recorded_ends(self.engine, [(sync_flow, t, c.partition) for c, t, _ in items])
-            for c, sync_topic, direction in items:
-                end = ends[(sync_flow, sync_topic, c.partition)]
-                status.coverage.append(CommitCoverage(direction, c.topic, c.partition, c.offset,
-                                                end.replicated_to(direction)))
-        gaps = {(c.topic, c.partition): (c.replicated_to, c.committed) for c in status.coverage
-                if c.direction == FORWARD and c.missing and c.replicated_to is not None}
-        if gaps:
-            left = kafka_admin.committed_records_between(self.config.cluster(flow.source), gaps)
-            for c in status.coverage:
-                if c.direction == FORWARD and (c.topic, c.partition) in left:
-                    c.committed_left = left[(c.topic, c.partition)]
+        mappings = map_topics(self.config, flow, {c.topic for c in status.commits[flow.source]})
+        commits = [GroupCommit(flow.source, group, c.topic, c.partition, c.offset)
+                   for c in status.commits[flow.source]]
+        # The one readiness rule (failover, failback and the metric ask it too).
+        status.coverage = assess(self.config, self.engine, flow.source,
+                                 needs_for(commits, mappings), progress=self._progress(flow))
+        forward_topics = {t for t, m in mappings.items() if m.direction == FORWARD}
         status.flow_caught_up = flow_status.error is None and all(
             p.caught_up for p in flow_status.partitions if p.topic in forward_topics)
         return status

@@ -10,9 +10,10 @@ Invariants:
       ``[replicated-to, end)`` (only transaction markers and aborted records, which are never
       copied). "Cannot tell" (an open transaction) is never caught up.
     * A group is ready to move ``S -> T`` when the runs cover every committed offset it has on S
-      that the move translates: for ``(topic, p, c)``, replicated-to ``>= c``, or nothing
-      committed lies in ``[replicated-to, c)`` (DESIGN.md, "Readiness for a move"). The records
-      after ``c`` may still be replicating: the group reads them on T.
+      that the move translates: the one rule of :mod:`pipelines.checkpoint.coverage` (DESIGN.md,
+      "Readiness for a move"), decided by ``pipelines.checkpoint.readiness.assess`` for
+      ``status``, ``failover``, ``failback`` and the metric alike. The records after ``c`` may
+      still be replicating: the group reads them on T.
     * An unreachable cluster is reported, never taken as caught up or ready.
 """
 
@@ -20,6 +21,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+
+from pipelines.checkpoint.coverage import CommitCoverage
+
+__all__ = ["EXIT_CAUGHT_UP", "EXIT_NOT_CAUGHT_UP", "Checkpoint", "CommitCoverage", "CommitLag",
+           "FlowStatus", "GroupStatus", "PartitionLag", "exit_code"]
 
 EXIT_CAUGHT_UP = 0
 EXIT_NOT_CAUGHT_UP = 3
@@ -89,26 +95,6 @@ class CommitLag:
     @property
     def lag(self) -> int | None:
         return None if self.end is None else max(0, self.end - self.offset)
-
-
-@dataclass
-class CommitCoverage:
-    """Whether the runs cover one committed offset the move translates."""
-
-    direction: str          # 'forward' (original on S) | 'reverse' (replica on S)
-    topic: str              # the group's topic on S
-    partition: int
-    committed: int
-    replicated_to: int | None  # upstream (forward) or replica (reverse) end of the runs
-    committed_left: bool | None = True  # committed records in [replicated_to, committed)
-
-    @property
-    def missing(self) -> int:
-        return max(0, self.committed - (self.replicated_to or 0))
-
-    @property
-    def covered(self) -> bool:
-        return self.missing == 0 or self.committed_left is False
 
 
 @dataclass

@@ -20,7 +20,8 @@ from ledger.engine import LedgerEngine
 from ledger.schemas import OFFSET_SYNCS, REPLICATION_PROGRESS
 from pipelines import cli, kafka_admin
 from pipelines import spark as spark_module
-from pipelines.failover.readiness import CoverageCheck, Need, RecordedEnd, recorded_ends
+from pipelines.checkpoint.coverage import Need
+from pipelines.checkpoint.readiness import CoverageCheck, RecordedEnd, recorded_ends
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
@@ -81,7 +82,7 @@ def test_status_and_failover_agree_after_a_rewind(spark, make_config, unique, mo
 
     key = ("P->B", topic, 0)
     assert recorded_ends(engine, [key]) == {key: RecordedEnd(100, 110)}
-    assert CoverageCheck(config, engine).gaps([Need(*key, 80, "forward")]) == []
+    assert CoverageCheck(config, engine).gaps("P", [Need(*key, 80, "forward", topic)]) == []
 
     monkeypatch.setattr(spark_module, "get_spark", no_jvm)
     capsys.readouterr()
