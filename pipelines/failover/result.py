@@ -31,6 +31,7 @@ class OperationResult:
     dry_run: bool
     mode: str = "continuous"
     replication_lag: int = 0
+    acl_check: dict | None = None   # pipelines.acls.check.AclCheck.as_dict()
 
     @property
     def checkpoints(self) -> list[CheckpointRecord]:
@@ -52,6 +53,7 @@ class OperationResult:
                  "previous_offset": w.previous_offset}
                 for w in self.writes + self.start_writes],
             "ledger_versions": self.checkpoint.versions,
+            "acl_check": self.acl_check,
         }
 
 
@@ -68,6 +70,9 @@ def print_result(results: list[OperationResult], fmt: str) -> None:
               f"({result.mode}): group {result.group} {result.source} -> {result.target}, "
               f"ready in {result.seconds_to_ready:.1f}s")
         print(f"subscribe on {result.target}: {', '.join(result.subscribe)}")
+        if result.acl_check is not None:
+            print(f"ACLs on {result.target}: {result.acl_check['status']} "
+                  f"({len(result.acl_check['checked'])} checked)")
         print(render(translation_rows(result.checkpoints)))
         for w in result.start_writes:
             print(f"{result.group} {verb} at {result.target}:{w.topic}[{w.partition}] offset "
