@@ -3,7 +3,8 @@ group's consumers be authorized on the cluster they move to?
 
 For a group G moved ``S -> T`` with the printed subscription: the principals that hold READ
 on group G on S (Kafka's evaluation over S's ACLs: an ALLOW for them, no DENY) are checked on
-T for READ on every subscribed topic and READ on group G (:func:`rules.authorize`: DENY over
+T for READ on every subscribed topic that exists on T (one created later gets its ACLs with
+its creation: listed as ``not_on_target``) and READ on group G (:func:`rules.authorize`: DENY over
 ALLOW, LITERAL and PREFIXED patterns, the wildcard principal ``User:*``). A gap is printed as
 the exact ``kafka-acls`` arguments to add (or the DENY to remove).
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
+from pipelines import kafka_admin
 from pipelines.acls import rules
 from pipelines.acls.rules import ALLOW, GROUP, READ, TOPIC, WILDCARD, Binding
 from pipelines.acls.sync import NO_AUTHORIZER, AclsUnavailable, describe
@@ -50,6 +52,7 @@ class AclCheck:
     checked: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)   # `kafka-acls` lines to run
     note: str | None = None
+    absent: list[str] = field(default_factory=list)    # subscribed, not on the target yet
 
     @property
     def passed(self) -> bool:
@@ -57,7 +60,8 @@ class AclCheck:
 
     def as_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "status": self.status, "principals": self.principals,
-                "checked": self.checked, "missing": self.missing, "note": self.note}
+                "checked": self.checked, "missing": self.missing, "note": self.note,
+                "not_on_target": self.absent}
 
     def summary(self) -> str:
         """One line for the operation's ledger row (``operations.message``)."""
@@ -130,8 +134,13 @@ def check_groups(config: Config, source: str, target: str,
         on_source = describe(config.cluster(source))
     except AclsUnavailable as exc:
         return {g: AclCheck(g, target, UNKNOWN, note=str(exc)) for g in subscribe}
-    return {g: evaluate(on_source, on_target, g, topics, target)
-            for g, topics in subscribe.items()}
+    existing = kafka_admin.list_topics(config.cluster(target))
+    checks = {}
+    for group, topics in subscribe.items():
+        checks[group] = evaluate(on_source, on_target, group,
+                                 [t for t in topics if t in existing], target)
+        checks[group].absent = sorted(t for t in topics if t not in existing)
+    return checks
 
 
 def for_move(config: Config, source: str, target: str, subscribe: Mapping[str, list[str]],
