@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.config import Config
-from ledger.errors import OffsetLedgerError
+from ledger.config import Config, FlowConfig
+from ledger.errors import OffsetLedgerError, first_line
 from pipelines import kafka_admin
 from pipelines.acls import rules
 from pipelines.acls.rules import ALLOW, GROUP, READ, TOPIC, WILDCARD, Binding
@@ -159,3 +159,29 @@ def for_move(config: Config, source: str, target: str, subscribe: Mapping[str, l
         if check.status == NO_AUTHORIZER:
             print(f"note: group {check.group}: {check.note}", file=sys.stderr)
     return checks
+
+
+def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str]) -> list[str]:
+    """``status --group``'s lines: each group's check along each flow (its subscription after
+    a move, from what it committed on the flow's source); a group with no commits there is
+    left out."""
+    from pipelines import kafka_offsets
+    from pipelines.checkpoint.mapping import subscribe_topics
+
+    out = []
+    for flow in flows:
+        for group in groups:
+            where = f"group {group}, flow {flow.name}"
+            try:
+                committed = kafka_offsets.list_offsets(config.cluster(flow.source),
+                                                       "committed", group=group)
+                if not committed:
+                    continue
+                subscribe = subscribe_topics(config, flow, {t for t, _ in committed})
+                check = check_groups(config, flow.source, flow.target, {group: subscribe},
+                                     True)[group]
+            except Exception as exc:  # status reports, it never fails on the check
+                out.append(f"{where}: ACLs on {flow.target} not checked: {first_line(exc)}")
+                continue
+            out.append(f"{where}: {check.summary()}")
+    return out

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     fmt = getattr(args, "format", "table")
     groups_only = getattr(args, "groups_only", False)
 
+    from pipelines.acls import check as acl_check
     from pipelines.metrics.status import to_prometheus
     from pipelines.spark import ledger_engine
     from pipelines.status.render import to_json, to_table
@@ -116,6 +117,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(to_json(report, one_line=watch is not None) if fmt == "json"
                   else to_prometheus(report) if fmt == "prometheus"
                   else to_table(report), flush=True)
+            acl_lines = acl_check.for_status(config, flows, groups) if fmt == "table" else []
+            if acl_lines:  # will the groups be authorized where they move?
+                print("\n".join(acl_lines), flush=True)
             if watch is None:
                 return code
             if fmt == "table":
