@@ -103,6 +103,15 @@ class AdminClients:
                 client = self._clients[key] = _new_admin(cluster)
             return client
 
+    def renew(self, cluster: ClusterConfig) -> None:
+        """Forget ``cluster``'s client: the next :meth:`get` builds one with fresh metadata.
+
+        A client keeps the leader epochs it learnt; after a broker restart its requests can be
+        fenced (``FENCED_LEADER_EPOCH``) until its metadata refresh, minutes later.
+        """
+        with self._lock:
+            self._clients.pop(self._key(cluster), None)
+
     def __len__(self) -> int:
         return len(self._clients)
 
@@ -141,6 +150,13 @@ def admin(cluster: ClusterConfig) -> AdminClient:
     if cache is None or cache.closed:
         return _new_admin(cluster)
     return cache.get(cluster)
+
+
+def renew(cluster: ClusterConfig) -> None:
+    """Drop the command's admin client for ``cluster`` (stale metadata after a restart)."""
+    cache = _COMMAND_CLIENTS.get()
+    if cache is not None and not cache.closed:
+        cache.renew(cluster)
 
 
 def failure(cluster: ClusterConfig, exc: BaseException, client: Any = None,

@@ -47,6 +47,10 @@ RETRY_PAUSE_S = 0.2
 RETRIABLE = frozenset({"NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION",
                        "LEADER_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE", "UNKNOWN_LEADER_EPOCH",
                        "FENCED_LEADER_EPOCH", "REQUEST_TIMED_OUT", "_TRANSPORT", "_TIMED_OUT"})
+# Of those, the ones a client's stale metadata keeps failing (a broker restarted): retried
+# with a new client, which learns the current leaders and epochs.
+STALE_METADATA = frozenset({"NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION",
+                            "UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH"})
 UNKNOWN = frozenset({"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"})
 
 
@@ -119,6 +123,7 @@ def _by_spec(cluster: ClusterConfig, wanted: list[TP], which: Which, read_commit
                                       isolation_level=isolation,
                                       request_timeout=kafka_admin.TIMEOUT_S)
         retry: list[TP] = []
+        stale = False
         for tp, future in futures.items():
             try:
                 info = future.result(timeout=kafka_admin.RESULT_TIMEOUT_S)
@@ -130,6 +135,7 @@ def _by_spec(cluster: ClusterConfig, wanted: list[TP], which: Which, read_commit
                 if isinstance(err, KafkaError) and (err.retriable() or name in RETRIABLE) \
                         and time.monotonic() < deadline:
                     retry.append((tp.topic, tp.partition))
+                    stale = stale or name in STALE_METADATA
                     continue
                 raise kafka_admin.failure(cluster, exc, client, "DESCRIBE",
                                           f"topic {tp.topic} ({what} offsets)") from None
@@ -138,6 +144,8 @@ def _by_spec(cluster: ClusterConfig, wanted: list[TP], which: Which, read_commit
                                           f"topic {tp.topic} ({what} offsets)") from None
             out[(tp.topic, tp.partition)] = int(info.offset)
         wanted = retry
+        if stale:
+            kafka_admin.renew(cluster)
         if wanted:
             time.sleep(RETRY_PAUSE_S)
     return out

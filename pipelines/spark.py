@@ -24,7 +24,9 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.resources
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -139,6 +141,28 @@ def _log4j_file(state: Path) -> Path:
     return target
 
 
+def _launch_jvm_apart(options: dict[str, str]) -> None:
+    """Start the local driver JVM in a session of its own, before the builder would.
+
+    A terminal's Ctrl-C or a ``kill -TERM -PGID`` signals the whole process group: a JVM in
+    it (PySpark only ignores SIGINT) would die at once, under a job still recording its last
+    runs through it, and the stop became a page of Py4J tracebacks. Apart, the JVM stops when
+    the program does: it exits when its stdin (a pipe from this process) closes, even after a
+    ``kill -9`` of the program.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf()
+    for key, value in options.items():
+        conf.set(key, value)
+    # The builder's own launch, with the same conf; only the session differs.
+    SparkContext._ensure_initialized(
+        gateway=launch_gateway(conf, popen_kwargs={"start_new_session": True}))
+
+
 def _local_session(app_name: str, master: str | None, ui: bool | None,
                    extra_conf: dict[str, str] | None, java_options: str = "") -> SparkSession:
     try:
@@ -182,7 +206,14 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
     )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
+    _launch_jvm_apart(builder._options)
+    handler = signal.getsignal(signal.SIGINT)
     spark = builder.getOrCreate()
+    if handler not in (signal.default_int_handler, signal.SIG_DFL, signal.SIG_IGN, None) \
+            and threading.current_thread() is threading.main_thread():
+        # SparkContext replaces a SIGINT handler with its own (cancel jobs, raise
+        # KeyboardInterrupt anywhere): a job that handles Ctrl-C as a clean stop keeps its own.
+        signal.signal(signal.SIGINT, handler)
     spark.sparkContext.setLogLevel(settings.spark_log_level())
     return spark
 

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ledger.config import Config
-from ledger.errors import OffsetLedgerError
+from ledger.errors import OffsetLedgerError, first_line
 from pipelines import kafka_admin, kafka_errors, preflight
 from pipelines.replicate import channel, plan, sink, source, state, stream_task
 from pipelines.replicate.plan import TP, RecordedTail
@@ -61,6 +61,9 @@ STOP_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
 SESSION_TIMEOUT_MS = 10_000
 MAX_RESTART_DELAY_S = 30.0
+# Faults of the source the driver rides out (a broker restarting, a leader moving); a refused
+# credential, certificate or ACL is not one of them: it stops the job with its error.
+TRANSIENT = (kafka_errors.UNREACHABLE, kafka_errors.OTHER)
 
 Observer = Callable[[channel.RecordedCommit], None]
 
@@ -116,6 +119,8 @@ class StreamingReplicator:
         self._watch = kafka_errors.ErrorWatch()  # the channel consumer's causes
         self._syncing = self._resync = False
         self.workers: LocalStreams | SparkStreams | None = None
+        self._ends: dict[TP, int] = {}  # the source's end offsets last read
+        self._source_down_since: float | None = None  # a transient source fault, from when
 
     @property
     def result(self) -> ReplicationResult:
@@ -461,9 +466,8 @@ class StreamingReplicator:
                 self.commit()
                 next_commit = now + self.commit_interval_s
             if now >= next_refresh:
-                self.r.refresh(reload(self.r.config))
-                self._sync_tasks()
-                next_refresh = time.monotonic() + refresh_s
+                retry_s = refresh_s if self._refresh(reload) else min(refresh_s, interval_s)
+                next_refresh = time.monotonic() + retry_s
             elif now >= next_tick:
                 self._check_target()
                 self._check_lease()
@@ -553,7 +557,33 @@ class StreamingReplicator:
         self._sync_tasks()
 
     def _end_offsets(self) -> dict[TP, int]:
-        """The source's end offsets; a topic that can no longer be read is refused first."""
+        """The source's end offsets; a topic that can no longer be read is refused first.
+
+        A transient fault of the source (a broker restarting or away: unreachable, a leader
+        moving) is ridden out: the ends last read stand in (they only measure lag and tell
+        a recreated topic), and the runs the tasks reported are still recorded, so that a
+        disaster declared meanwhile finds every copy in the ledger.
+        """
+        try:
+            ends = self._read_end_offsets()
+        except kafka_errors.KafkaAccessError as exc:
+            if exc.kind not in TRANSIENT:
+                raise
+            now = time.monotonic()
+            if self._source_down_since is None:
+                self._source_down_since = now
+                log.warning("flow %s: source %s not answering (%s); replication waits for it "
+                            "and records what was copied", self.r.flow.name,
+                            self.r.flow.source, first_line(exc))
+            return dict(self._ends)
+        if self._source_down_since is not None:
+            log.warning("flow %s: source %s answers again after %.0fs", self.r.flow.name,
+                        self.r.flow.source, time.monotonic() - self._source_down_since)
+            self._source_down_since = None
+        self._ends = dict(ends)
+        return ends
+
+    def _read_end_offsets(self) -> dict[TP, int]:
         try:
             return self.r.end_offsets()
         except kafka_errors.KafkaAccessError as exc:
@@ -566,6 +596,19 @@ class StreamingReplicator:
                 if topic not in self.r.broken:
                     self._refuse(topic, message)
             return self.r.end_offsets()
+
+    def _refresh(self, reload: Callable[[Config], Config]) -> bool:
+        """Re-read the configuration and the source's topics; False when the source did not
+        answer (a transient fault: tried again at the next tick, the tasks copy on)."""
+        try:
+            self.r.refresh(reload(self.r.config))
+        except kafka_errors.KafkaAccessError as exc:
+            if exc.kind not in TRANSIENT:
+                raise
+            log.warning("flow %s: refresh postponed: %s", self.r.flow.name, first_line(exc))
+            return False
+        self._sync_tasks()
+        return True
 
     def commit(self) -> None:
         """Record the accepted runs in Delta, then move the channel hint; tell observers."""
