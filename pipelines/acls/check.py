@@ -31,8 +31,8 @@ from ledger.config import Config, FlowConfig
 from ledger.errors import OffsetLedgerError, first_line
 from pipelines import kafka_admin
 from pipelines.acls import rules
+from pipelines.acls.admin import NO_AUTHORIZER, AclsUnavailable, describe
 from pipelines.acls.rules import ALLOW, GROUP, READ, TOPIC, WILDCARD, Binding
-from pipelines.acls.sync import NO_AUTHORIZER, AclsUnavailable, describe
 
 OK, GAPS, UNKNOWN = "ok", "gaps", "unknown"
 

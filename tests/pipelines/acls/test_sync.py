@@ -9,7 +9,7 @@ import pytest
 
 from ledger.config import FlowConfig, config_from_mapping
 from ledger.schemas import ACL_SYNCS, column_names
-from pipelines.acls import sync
+from pipelines.acls import admin, sync
 from pipelines.acls.rules import Binding
 from pipelines.metrics import Metrics
 
@@ -30,17 +30,17 @@ def test_rows_are_the_table_columns_and_name_the_source_binding():
 
 
 def test_kafka_binding_round_trip():
-    assert sync.from_kafka(sync.to_kafka(OLD)) == OLD
-    assert sync.exact_filter(READ).name == "P.Payments"
+    assert admin.from_kafka(admin.to_kafka(OLD)) == OLD
+    assert admin.exact_filter(READ).name == "P.Payments"
 
 
 def test_count_adds_bindings_and_failures_but_not_a_missing_authorizer():
     metrics = Metrics("replicate", process_collectors=False)
     sync.count(metrics, sync.SyncReport("P->B", added=[READ, OLD], removed=[OLD]))
     sync.count(metrics, sync.SyncReport("P->B", problem="missing ACL: ...",
-                                        kind=sync.MISSING_ACL))
+                                        kind=admin.MISSING_ACL))
     sync.count(metrics, sync.SyncReport("P->B", problem="no authorizer",
-                                        kind=sync.NO_AUTHORIZER))
+                                        kind=admin.NO_AUTHORIZER))
     value = metrics.registry.get_sample_value
     assert value("offset_ledger_acl_bindings_synced_total",
                  {"source": "P", "target": "B", "action": "added"}) == 2
