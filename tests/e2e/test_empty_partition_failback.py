@@ -24,6 +24,9 @@ import pytest
 from confluent_kafka import Producer
 
 from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines.checkpoint.engine import Checkpointer
+from pipelines.checkpoint.readiness import pass_readiness
+from pipelines.spark import ledger_engine
 from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
@@ -61,12 +64,21 @@ def test_failback_with_a_partition_left_empty_on_the_target(spark, make_config, 
     capsys.readouterr()
     status = cli.main(["status", "--flow", "B->P", "--group", group, "--groups-only",
                        "--format", "json", *base])
-    assert status == 0, capsys.readouterr()
-    capsys.readouterr()
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0, report
+    [g] = report["groups"]
+    assert g["ready"] and {"direction": "forward", "topic": topic, "partition": 2,
+                           "committed": 0, "replicated_to": None, "covered": True} in g["coverage"]
+    # The group_ready metric answers by the same rule, over a checkpoint pass's commits.
+    engine = ledger_engine(config.ledger_location)
+    result = Checkpointer(engine, config).run("B->P", groups=[group], sync=False, dry_run=True)
+    assert pass_readiness(config, engine, config.flow("B->P"), result) == {group: (True, 0)}
     assert cli.main(["failback", "--group", group, "--from", "B", "--to", "P", "--catch-up",
                      "--timeout", "30", "--format", "json", *base]) == 0, capsys.readouterr().err
     out = json.loads(capsys.readouterr().out)
-    assert out["group"] == group if isinstance(out, dict) else True
+    assert out["group"] == group
+    # Payments[2] had nothing to translate: G starts B.<topic>[2] on P at its log start.
+    assert kafka_offsets.list_offsets(primary, "committed", group=group)[(f"B.{topic}", 2)] == 0
 
     # G resumes on P: every record of P's Payments and of B's (as B.<topic>) exactly once.
     read_back = consume(primary, group, [topic, f"B.{topic}"])
