@@ -41,6 +41,9 @@ from typing import TYPE_CHECKING, Any
 from ledger import commits, direct
 from ledger.schemas import DERIVED, NATURAL_KEYS, TABLES, spark_schema
 
+# Re-exported: the verbs import the literals with the engine that runs their SQL.
+from ledger.sql import literal, literals, quoted, timestamp  # noqa: F401
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -51,29 +54,6 @@ log = logging.getLogger(__name__)
 
 ENGINES = ("auto", "spark")
 DIRECT, SPARK = "delta-rs", "spark"
-
-
-def _string(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def literal(value: str) -> str:
-    """A SQL string literal both engines read alike, for :meth:`LedgerEngine.query` (whose
-    SQL is a ``str.format`` template: braces in the value are escaped)."""
-    return _string(value).replace("{", "{{").replace("}", "}}")
-
-
-def literals(values: Iterable[str]) -> str:
-    """``('a', 'b')`` for ``IN``; ``(NULL)`` (matches nothing) when empty."""
-    items = sorted(set(values))
-    return "(" + (", ".join(literal(v) for v in items) if items else "NULL") + ")"
-
-
-def timestamp(value: dt.datetime) -> str:
-    """A timestamp literal with an explicit zone: no session time zone changes it. A naive
-    datetime is local time, as Spark reads a Python datetime."""
-    utc = value.astimezone(dt.UTC)
-    return f"TIMESTAMP '{utc:%Y-%m-%d %H:%M:%S.%f}Z'"
 
 
 def _local_naive(value: Any) -> Any:
@@ -279,7 +259,7 @@ class LedgerEngine:
                 value: str) -> None:
         """Replace the rows whose ``column`` equals ``value`` with ``rows``, in one commit."""
         if self._direct:
-            predicate = f"{column} = {_string(value)}"
+            predicate = f"{column} = {quoted(value)}"
             if commits.replace_where(self.location, name, rows, predicate,
                                      self._opened) is commits.COMMITTED:
                 return

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ledger import span_snapshots, translation
 from ledger import spans as span_rules
@@ -30,8 +30,18 @@ from ledger.span_snapshots import SpanSnapshot, partition_filter, restrict, tail
 if TYPE_CHECKING:  # pyspark is imported where Spark reads: a delta-rs load never needs it
     from pyspark.sql import DataFrame
 
-    from ledger.engine import LedgerEngine
     from ledger.tables import Ledger
+
+class SqlReader(Protocol):
+    """What :meth:`OffsetSyncStore.load_direct` asks of an engine (``ledger.engine``'s
+    ``LedgerEngine``, which calls the store: typed here so the store never imports it)."""
+
+    def version(self, table: str) -> int: ...
+
+    def exists(self, table: str) -> bool: ...
+
+    def query(self, sql: str, **tables: str) -> list[dict[str, Any]]: ...
+
 
 RAW_ON_DRIVER = 200_000
 """Up to this many raw runs (no snapshot, or a rewound partition) a delta-rs load coalesces on
@@ -105,7 +115,7 @@ class OffsetSyncStore:
         return store
 
     @classmethod
-    def load_direct(cls, engine: LedgerEngine, flow: str, version: int | None = None,
+    def load_direct(cls, engine: SqlReader, flow: str, version: int | None = None,
                     topics: set[str] | None = None,
                     partitions: set[tuple[str, int]] | None = None) -> OffsetSyncStore | None:
         """:meth:`load` through ``engine``'s SQL (delta-rs, without a JVM): the same spans.
@@ -118,7 +128,7 @@ class OffsetSyncStore:
         ``RAW_ON_DRIVER`` raw runs would come to the driver: :meth:`load` computes those in
         Spark.
         """
-        from ledger.engine import literal
+        from ledger.sql import literal
 
         version = engine.version(OFFSET_SYNCS) if version is None else version
         store = cls(flow, version)
@@ -137,7 +147,7 @@ class OffsetSyncStore:
             if head:
                 snapshot = SpanSnapshot.from_rows(flow, found, head[0])
         if snapshot is not None and snapshot.version <= version:
-            from ledger.engine import timestamp
+            from ledger.sql import timestamp
 
             limit = span_snapshots.TAIL_ON_DRIVER
             tail = engine.query(
@@ -212,7 +222,7 @@ class OffsetSyncStore:
 
 def restrict_sql(topics: set[str] | None, partitions: Iterable[tuple[str, int]] | None) -> str:
     """`` AND ...`` limiting a query to ``topics`` and ``partitions`` (``restrict`` in SQL)."""
-    from ledger.engine import literal, literals
+    from ledger.sql import literal, literals
 
     out = ""
     if topics is not None:

@@ -127,11 +127,12 @@ _COMMAND_CLIENTS: ContextVar[AdminClients | None] = ContextVar("offset_ledger_ad
 
 
 @contextlib.contextmanager
-def clients() -> Iterator[AdminClients]:
+def clients(fresh: bool = False) -> Iterator[AdminClients]:
     """The command's admin clients, closed when the outermost ``with`` ends (a command that
-    calls another reuses its clients)."""
+    calls another reuses its clients); ``fresh``: clients of their own for the block (a pass
+    of a long-running job), the command's again after it."""
     current = _COMMAND_CLIENTS.get()
-    if current is not None and not current.closed:
+    if current is not None and not current.closed and not fresh:
         yield current
         return
     cache = AdminClients()

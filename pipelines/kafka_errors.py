@@ -46,6 +46,9 @@ AUTHENTICATION, TLS, AUTHORIZATION = "authentication", "tls", "authorization"
 UNREACHABLE, UNKNOWN_TOPIC, OTHER = "unreachable", "unknown_topic", "other"
 PROTOCOL = "protocol"  # security.protocol does not match the listener
 CLUSTER_WIDE = (AUTHENTICATION, TLS, PROTOCOL, UNREACHABLE)
+# What a long-running job rides out (a broker restarting or away, a leader moving, an answer not
+# given yet); everything else is fixed in the configuration and stops it with its error line.
+TRANSIENT = (UNREACHABLE, OTHER)
 
 _AUTH_CODES = {"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE",
                "UNSUPPORTED_SASL_MECHANISM"}

@@ -142,6 +142,17 @@ def _by_spec(cluster: ClusterConfig, wanted: list[TP], which: Which, read_commit
             except Exception as exc:
                 raise kafka_admin.failure(cluster, exc, client, "DESCRIBE",
                                           f"topic {tp.topic} ({what} offsets)") from None
+            if int(info.offset) < 0 and which in ("earliest", "latest"):
+                # No position in the answer (-1001, OFFSET_INVALID: a broker restarting): ask
+                # again; never hand it on as an offset.
+                if time.monotonic() < deadline:
+                    retry.append((tp.topic, tp.partition))
+                    stale = True
+                    continue
+                raise kafka_admin.KafkaAdminError(
+                    f"cluster {cluster.alias}: DESCRIBE topic {tp.topic} ({what} offsets): "
+                    f"partition {tp.partition} has no {what} offset yet (answer "
+                    f"{info.offset}); the broker may be restarting")
             out[(tp.topic, tp.partition)] = int(info.offset)
         wanted = retry
         if stale:

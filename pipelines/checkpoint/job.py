@@ -24,6 +24,7 @@ from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
 from pipelines.checkpoint.readiness import pass_readiness
 from pipelines.cli import add_flow_arguments, job_main
 from pipelines.metrics.observe import CheckpointObserver
+from pipelines.passes import run_passes
 from pipelines.spark import ledger_engine
 
 
@@ -105,10 +106,11 @@ def _run(args: argparse.Namespace, config: Config, observer: CheckpointObserver 
     sync_every = max(1, config.sync_group_offsets_interval_seconds)
     want_sync = config.sync_group_offsets_enabled if args.sync is None else args.sync
     last_sync = float("-inf")
-    passes = 0
-    while True:
+
+    def one_pass(n: int) -> None:
+        nonlocal config, last_sync
         started = time.monotonic()
-        if passes:
+        if n:
             config = checkpointer.config = reload_config(config)
         do_sync = want_sync and (args.once or started - last_sync >= sync_every)
         result = checkpointer.run(args.flow, groups=args.group, sync=do_sync)
@@ -117,11 +119,9 @@ def _run(args: argparse.Namespace, config: Config, observer: CheckpointObserver 
         _observe(observer, checkpointer, args.flow, result, time.monotonic() - started)
         print(summary(result), flush=True)
         refresh_spans(checkpointer, config, args.flow)
-        passes += 1
-        if args.once or (args.max_passes is not None and passes >= args.max_passes):
-            return 0
-        # A scheduler loop, not synchronisation: wait out the configured interval.
-        time.sleep(max(0.0, emit_every - (time.monotonic() - started)))
+
+    return run_passes("checkpoint", one_pass, every_s=emit_every, once=args.once,
+                      max_passes=args.max_passes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -396,6 +396,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from pipelines import preflight
+    from pipelines.passes import run_passes
     from pipelines.spark import get_spark
 
     flow = config.flow(args.flow)  # unknown aliases fail before Spark starts
@@ -404,17 +405,16 @@ def run(args: argparse.Namespace, config: Config) -> int:
     spark = get_spark("offset-ledger-ingest-mm2")
     every = args.interval if args.interval is not None else max(
         1, config.emit_checkpoints_interval_seconds)
-    passes = 0
-    while True:
-        started = time.monotonic()
-        if passes:  # the file as it is now, as replicate and checkpoint read it at a refresh
+
+    def one_pass(n: int) -> None:
+        nonlocal config
+        if n:  # the file as it is now, as replicate and checkpoint read it at a refresh
             config = reload_config(config)
         result = ingest_once(spark, config, args.flow, args.connect_offsets_topic)
         print(result.summary(), flush=True)
-        passes += 1
-        if args.once or (args.max_passes is not None and passes >= args.max_passes):
-            return 0
-        time.sleep(max(0.0, every - (time.monotonic() - started)))  # scheduler interval
+
+    return run_passes("ingest mm2", one_pass, every_s=every, once=args.once,
+                      max_passes=args.max_passes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,10 +62,9 @@ if __package__ in (None, ""):  # `spark-submit pipelines/replicate/job.py`: make
 
 import argparse
 import logging
-import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ledger.config import Config, reload_config
@@ -76,6 +75,7 @@ from pipelines.acls import sync as acl_sync
 from pipelines.cli import add_flow_arguments, job_main
 from pipelines.kafka_offsets import list_offsets
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
+from pipelines.passes import stop_on_signals
 from pipelines.replicate import executors, plan
 from pipelines.replicate.recorder import ReplicationError
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
@@ -334,7 +334,7 @@ def _run(args: argparse.Namespace, config: Config, observer: ReplicationObserver
             print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
         return 1 if result.errors else 0
     stop = threading.Event()
-    restore = _stop_on_signals(stop, "the copy tasks flush and their runs are recorded"
+    restore = stop_on_signals(stop, "the copy tasks flush and their runs are recorded"
                                if args.mode == "stream" else "after the current batch")
     started = time.perf_counter()
     try:
@@ -366,24 +366,6 @@ def _run(args: argparse.Namespace, config: Config, observer: ReplicationObserver
 def _share(part: float, whole: float) -> str:
     # Of the busy time (copy + ledger): the time waiting for records is no one's share.
     return f"{part / whole:.1%}" if whole > 0 else "-"
-
-
-def _stop_on_signals(stop: threading.Event, how: str) -> Callable[[], None]:
-    """SIGTERM/SIGINT end a continuous run after recording what it copied (a second signal
-    stops at once); returns the function restoring the previous handlers."""
-    def handle(signum: int, frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        log.warning("signal %s: stopping, %s", signum, how)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-    def restore() -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-    return restore
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,9 +61,6 @@ STOP_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
 SESSION_TIMEOUT_MS = 10_000
 MAX_RESTART_DELAY_S = 30.0
-# Faults of the source the driver rides out (a broker restarting, a leader moving); a refused
-# credential, certificate or ACL is not one of them: it stops the job with its error.
-TRANSIENT = (kafka_errors.UNREACHABLE, kafka_errors.OTHER)
 
 Observer = Callable[[channel.RecordedCommit], None]
 
@@ -567,7 +564,7 @@ class StreamingReplicator:
         try:
             ends = self._read_end_offsets()
         except kafka_errors.KafkaAccessError as exc:
-            if exc.kind not in TRANSIENT:
+            if exc.kind not in kafka_errors.TRANSIENT:
                 raise
             now = time.monotonic()
             if self._source_down_since is None:
@@ -603,7 +600,7 @@ class StreamingReplicator:
         try:
             self.r.refresh(reload(self.r.config))
         except kafka_errors.KafkaAccessError as exc:
-            if exc.kind not in TRANSIENT:
+            if exc.kind not in kafka_errors.TRANSIENT:
                 raise
             log.warning("flow %s: refresh postponed: %s", self.r.flow.name, first_line(exc))
             return False
