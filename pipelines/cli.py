@@ -18,6 +18,14 @@ from collections.abc import Collection, Sequence
 
 from ledger.config import load_config, resolve_location
 from ledger.errors import OffsetLedgerError
+from pipelines.args import (  # noqa: F401  (re-exported: the CLI's helpers, one import away)
+    EXTRAS,
+    MissingExtraError,
+    add_flow_arguments,
+    extra_for,
+    install_message,
+    require_extra,
+)
 
 # verb -> (module, help). Importing a module starts no JVM: sessions are built in run(). A
 # command imports only its own verb's module (main): pyspark, dbt or Great Expectations are
@@ -45,43 +53,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("pipelines.mm2.ingest", "ingest MirrorMaker 2's offset-syncs and checkpoints"),
     "demo": ("pipelines.demo", "run the reference failover/failback scenario"),
 }
-
-
-# The optional extras of pyproject.toml and the top-level packages each brings. A bare
-# `pip install offset-ledger` copies records (replicate with local workers on a path ledger,
-# through delta-rs); a verb that needs a missing extra says which to install, never an
-# ImportError traceback.
-EXTRAS: dict[str, tuple[str, ...]] = {
-    "local": ("pyspark", "delta"),            # Spark and Delta outside a Spark runtime
-    "audit": ("dbt", "matplotlib", "jinja2"),  # dbt-core + dbt-spark, the report's charts
-    "validate": ("great_expectations",),
-}
-
-
-def extra_for(exc: ImportError) -> str | None:
-    """The extra that brings the module ``exc`` failed to import, if an extra brings it."""
-    top = (exc.name or "").split(".")[0]
-    return next((extra for extra, tops in EXTRAS.items() if top in tops), None)
-
-
-def install_message(verb: str, extra: str, missing: str) -> str:
-    return (f"offset-ledger {verb} needs {missing}, which this installation lacks: "
-            f"pip install 'offset-ledger[{extra}]'")
-
-
-class MissingExtraError(OffsetLedgerError):
-    """A verb needs an optional extra this installation lacks (exit 2)."""
-
-
-def require_extra(verb: str, extra: str) -> None:
-    """Raise :class:`MissingExtraError` unless every package ``extra`` brings is installed.
-
-    A verb calls it where it starts to need the extra (Spark, which a Spark runtime brings
-    without the ``local`` extra, is checked where a session is built: ``pipelines.spark``).
-    """
-    absent = [top for top in EXTRAS[extra] if importlib.util.find_spec(top) is None]
-    if absent:
-        raise MissingExtraError(install_message(verb, extra, ", ".join(absent)))
 
 
 # verb -> examples shown at the end of its --help (with the exit codes).
@@ -123,13 +94,6 @@ EXIT_CODES = """exit codes:
 
 FLOW_VERBS = ("replicate", "checkpoint", "ingest")
 """Verbs that name a flow: ``--flow 'S->T'`` or, equivalently, ``--source S --target T``."""
-
-
-def add_flow_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
-    """``--flow 'S->T'`` and its equivalent ``--source S --target T`` (resolved in main)."""
-    parser.add_argument("--flow", default=None, help=f"{help_text}, quoted: 'P->B'")
-    parser.add_argument("--source", default=None, help="the flow's source alias (with --target)")
-    parser.add_argument("--target", default=None, help="the flow's target alias (with --source)")
 
 
 def _resolve_flow(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -99,7 +99,7 @@ def reset(config: Config) -> None:
 def run_scenario(spark, config: Config, primary_records: int = 3000,
                  backup_records: int = 2000, log=print) -> ScenarioNumbers:
     """Run the reference scenario end to end; return the counted numbers."""
-    from pipelines.failover.job import Mover
+    from pipelines.failover.mover import Mover
     from pipelines.replicate.job import replicate_once
     from pipelines.spark import ledger_engine
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.config import Config
-from pipelines.cli import job_main, require_extra
+from pipelines.args import require_extra
 
 if TYPE_CHECKING:
     from ledger.records import CheckpointRecord
@@ -162,6 +162,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipelines.cli import job_main  # at call time: the CLI imports the verbs
+
     return job_main("audit", argv)
 
 

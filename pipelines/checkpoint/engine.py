@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,7 @@ from typing import Any
 from ledger import records
 from ledger.config import Config, FlowConfig
 from ledger.engine import LedgerEngine, literal, literals
+from ledger.errors import OffsetLedgerError
 from ledger.records import CheckpointRecord, ResumePoint
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.store import OffsetSyncStore
@@ -123,6 +125,32 @@ class Checkpointer:
             for (topic, partition), offset in committed.items():
                 commits.append(GroupCommit(cluster_alias, group, topic, partition, offset))
         return commits, states
+
+    def resolve_groups(self, groups: list[str], regex: str | None, source: str,
+                       live: bool) -> list[str]:
+        """``groups``, then every group on ``source`` whose id matches ``regex`` entirely (the
+        groups the ledger recorded there when ``source`` is not ``live``)."""
+        out = list(dict.fromkeys(groups))
+        if regex:
+            try:
+                pattern = re.compile(regex)
+            except re.error as exc:
+                raise OffsetLedgerError(f"--group-regex {regex!r}: {exc}") from None
+            if live:
+                known = [g.group_id for g in kafka_admin.list_groups(self.config.cluster(source))]
+            else:
+                known = self.recorded_groups(source)
+            out += sorted(g for g in known if pattern.fullmatch(g) and g not in out)
+        if not out:
+            raise OffsetLedgerError("no group to move: give --group G (repeatable) or a "
+                                    "--group-regex that matches groups on " + source)
+        return out
+
+    def recorded_groups(self, source: str) -> list[str]:
+        """Groups whose commits on ``source`` the ledger recorded (a lost source's groups)."""
+        rows = self.engine.query(f"SELECT DISTINCT group_id FROM {{g}} "
+                                 f"WHERE cluster = {literal(source)}", g=GROUP_OFFSETS)
+        return sorted(r["group_id"] for r in rows)
 
     def _since(self, now: dt.datetime) -> dt.datetime:
         return history.window_start(now, self.config.history_refresh_hours)

@@ -20,9 +20,9 @@ from ledger.config import Config, reload_config
 from ledger.errors import first_line
 from ledger.span_refresh import refresh_if_behind
 from pipelines import metrics
+from pipelines.args import add_flow_arguments
 from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
 from pipelines.checkpoint.readiness import pass_readiness
-from pipelines.cli import add_flow_arguments, job_main
 from pipelines.metrics.observe import CheckpointObserver
 from pipelines.passes import run_passes
 from pipelines.spark import ledger_engine
@@ -125,6 +125,8 @@ def _run(args: argparse.Namespace, config: Config, observer: CheckpointObserver 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipelines.cli import job_main  # at call time: the CLI imports the verbs
+
     return job_main("checkpoint", argv)
 
 

@@ -81,15 +81,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
     groups = args.group
     if args.group_regex:
         from pipelines import kafka_admin
-        from pipelines.failover.job import Mover
 
         try:
             kafka_admin.check_reachable(config.cluster(args.source), timeout=5.0)
             live = True
         except kafka_admin.KafkaAdminError:
             live = False  # as for --group: the commits recorded in the ledger answer
-        groups = Mover(engine, config).resolve_groups(groups, args.group_regex, args.source,
-                                                      live)
+        groups = checkpointer.resolve_groups(groups, args.group_regex, args.source, live)
     result = checkpointer.run(f"{args.source}->{args.target}", groups=groups, sync=False,
                               allow_unreachable_source=True, dry_run=True)
     print(render(translation_rows(result.checkpoints), args.format or "table"))

@@ -1,7 +1,7 @@
 """``failover|failback --spark-checkpoint PATH --from X --to Y``: move a streaming query.
 
 A Structured Streaming query keeps its Kafka offsets in its checkpoint, not in a group. The move
-is the group's (:class:`pipelines.failover.job.Mover`: the same checks, readiness and
+is the group's (:class:`pipelines.failover.mover.Mover`: the same checks, readiness and
 translation), with the checkpoint standing in for the group's commits::
 
     the query stops
@@ -50,7 +50,7 @@ from pipelines.checkpoint.readiness import replication_lag
 from pipelines.checkpoint.report import render, translation_rows
 from pipelines.failover import evidence
 from pipelines.failover import spark_checkpoint as sc
-from pipelines.failover.job import MoveOptions, Mover, MoveRecord
+from pipelines.failover.mover import MoveOptions, Mover, MoveRecord
 
 
 class QueryRunningError(OffsetLedgerError):

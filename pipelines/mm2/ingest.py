@@ -53,7 +53,7 @@ from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, REPLICATION_PROGRESS, spar
 from ledger.tables import Ledger
 from ledger.writer import WRITTEN_AT_STEP
 from pipelines import kafka_errors, kafka_offsets
-from pipelines.cli import add_flow_arguments
+from pipelines.args import add_flow_arguments
 from pipelines.kafka_errors import KafkaAccessError
 from pipelines.mm2 import formats
 

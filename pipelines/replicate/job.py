@@ -72,7 +72,7 @@ from ledger.errors import first_line
 from ledger.policy import ReplicationPolicy
 from pipelines import metrics
 from pipelines.acls import sync as acl_sync
-from pipelines.cli import add_flow_arguments, job_main
+from pipelines.args import add_flow_arguments
 from pipelines.kafka_offsets import list_offsets
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
 from pipelines.passes import stop_on_signals
@@ -369,6 +369,8 @@ def _share(part: float, whole: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipelines.cli import job_main  # at call time: the CLI imports the verbs
+
     return job_main("replicate", argv)
 
 

@@ -26,7 +26,7 @@ import time
 
 from ledger.config import Config, FlowConfig
 from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, OPERATIONS, REPLICATION_PROGRESS
-from pipelines.cli import add_flow_arguments, job_main
+from pipelines.args import add_flow_arguments
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipelines.cli import job_main  # at call time: the CLI imports the verbs
+
     return job_main("status", argv)
 
 

@@ -16,7 +16,7 @@ import sys
 
 from ledger.config import Config
 from ledger.schemas import TABLES
-from pipelines.cli import job_main, require_extra
+from pipelines.args import require_extra
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +41,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipelines.cli import job_main  # at call time: the CLI imports the verbs
+
     return job_main("validate", argv)
 
 

@@ -9,7 +9,7 @@ import pytest
 from ledger.schemas import CHECKPOINTS, OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
 from pipelines import cli
-from pipelines.failover.job import Mover
+from pipelines.failover.mover import Mover
 from tests.pipelines.failover.test_spark_checkpoint import META, write_checkpoint
 
 pytestmark = pytest.mark.e2e
