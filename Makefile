@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 MVN    := mvn -q -B -s jvm/settings.xml
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test lint bench clean clusters-up clusters-down chromium prometheus
+.PHONY: setup demo test check lint bench torture clean clusters-up clusters-down chromium prometheus
 
 setup: $(VENV)/.installed jars/.fetched chromium prometheus
 
@@ -57,11 +57,24 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
+# The fast inner loop: unit tests and the ones needing only Spark or the one shared broker pair
+# (no end-to-end scenarios, dbt, GX, wheels, Prometheus, secured clusters or soaks). Every test
+# carries its tier's marker (tests/conftest.py refuses one that does not).
+CHECK_TIERS ?= not (e2e or dbt or gx or deploy or prometheus or secured or slow)
+
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "$(CHECK_TIERS)" -q
+
 lint: setup
 	$(BIN)/ruff check .
 
 bench: setup
 	$(BIN)/python -m bench.replication
+
+# The disaster-recovery torture soak (docs/reliability.md): histories under faults, checked.
+torture: setup
+	$(BIN)/python -m bench.torture --minutes 30
 
 clusters-up: setup
 	$(BIN)/offset-ledger clusters up

@@ -169,8 +169,8 @@ def mm2_peer() -> Path | None:
 
 def test_kills() -> int:
     """``$OFFSET_LEDGER_TEST_KILLS``: kills per mode of the replicator kill-loop test. Default
-    10."""
-    return int(_number(TEST_KILLS, 10, int))
+    3 (the torture soak, ``python -m bench.torture``, kills far more)."""
+    return int(_number(TEST_KILLS, 3, int))
 
 
 # Not a pytest test, whatever its name says.

@@ -57,7 +57,31 @@ LONGEST_FIRST = (
 )
 
 
+# Fixtures that start something, and the marker a test using them must carry, so that a tier
+# (`make check`, `-m unit`) never starts brokers or a JVM it did not ask for.
+FIXTURE_MARKERS = {"kafka_clusters": "kafka", "spark": "spark"}
+TIERS = {"unit", "spark", "kafka", "e2e", "dbt", "gx", "deploy", "prometheus", "secured", "slow"}
+
+
+def marker_problems(items: list[pytest.Item]) -> list[str]:
+    """Tests that use the brokers or Spark without their marker, or carry no tier at all."""
+    problems = []
+    for item in items:
+        marks = {m.name for m in item.iter_markers()}
+        fixtures = set(getattr(item, "fixturenames", ()))
+        missing = sorted(marker for fixture, marker in FIXTURE_MARKERS.items()
+                         if fixture in fixtures and marker not in marks)
+        if missing:
+            problems.append(f"{item.nodeid}: uses {', '.join(missing)} without the marker")
+        elif not marks & TIERS:
+            problems.append(f"{item.nodeid}: no tier marker ({', '.join(sorted(TIERS))})")
+    return problems
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    problems = marker_problems(items)
+    if problems:
+        raise pytest.UsageError("tests without their markers:\n  " + "\n  ".join(problems))
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
 

@@ -14,9 +14,7 @@ from pipelines.clusters import EmbeddedClusters, free_port
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 @pytest.fixture
 def own_clusters(tmp_path):
     """A separate pair, since this test kills its primary."""

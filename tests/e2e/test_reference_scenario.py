@@ -22,8 +22,7 @@ from pipelines.audit.audit import run_audit
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = pytest.mark.e2e
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 PARTITIONS = 3
 
 

@@ -28,9 +28,7 @@ from pipelines import cli, kafka_admin
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import produce
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def run_query(spark, bootstrap: str, subscribe: str, starting: str, checkpoint: Path,
               table: Path) -> None:
     """One run of the user's query, Trigger.AvailableNow: reads what is there, then stops.

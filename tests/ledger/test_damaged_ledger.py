@@ -18,9 +18,7 @@ from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def _delete_first_commit(table: Path) -> None:
     (table / "_delta_log" / "00000000000000000000.json").unlink()
 

@@ -20,7 +20,7 @@ from ledger.span_snapshots import SpanSnapshot
 from ledger.tables import Ledger
 from pipelines import cli
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 T0 = dt.datetime(2026, 1, 1)
 

@@ -24,6 +24,7 @@ class _Client:
         return 0
 
 
+@pytest.mark.unit
 def test_one_admin_client_per_cluster_closed_with_the_command(monkeypatch):
     built: list[_Client] = []
     monkeypatch.setattr(kafka_admin, "_new_admin",
@@ -45,6 +46,7 @@ def test_one_admin_client_per_cluster_closed_with_the_command(monkeypatch):
     assert outside is not first and len(built) == 3
 
 
+@pytest.mark.unit
 def test_which_is_checked():
     with pytest.raises(ValueError, match="needs the group"):
         kafka_offsets.list_offsets(P, "committed", [("t", 0)])

@@ -27,8 +27,7 @@ from tests.secured.conftest import (
     unique,
 )
 
-pytestmark = [pytest.mark.secured, pytest.mark.e2e]
-
+pytestmark = [pytest.mark.secured, pytest.mark.e2e, pytest.mark.spark]
 PARTITIONS = 2
 
 

@@ -23,9 +23,7 @@ from tests.secured.conftest import (
     unique,
 )
 
-pytestmark = [pytest.mark.secured, pytest.mark.e2e]
-
-
+pytestmark = [pytest.mark.secured, pytest.mark.e2e, pytest.mark.spark]
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     yield from start_pair(tmp_path_factory, "mtls")

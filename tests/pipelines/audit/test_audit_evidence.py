@@ -22,8 +22,7 @@ from pipelines.audit.horizon import past_horizon
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = [pytest.mark.e2e, pytest.mark.dbt]
-
+pytestmark = [pytest.mark.e2e, pytest.mark.dbt, pytest.mark.kafka, pytest.mark.spark]
 RETENTION_DAYS = 3 / 86400  # three seconds
 
 

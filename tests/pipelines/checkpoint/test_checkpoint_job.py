@@ -21,8 +21,7 @@ from pipelines import spark as spark_module
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = pytest.mark.e2e
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 CLI = str(Path(sys.executable).with_name("offset-ledger"))
 
 

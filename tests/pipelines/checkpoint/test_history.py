@@ -16,6 +16,8 @@ from pipelines.checkpoint import history
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0)
 KEY, VALUE = ("group_id", "partition"), ("offset",)
 

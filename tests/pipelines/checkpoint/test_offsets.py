@@ -7,6 +7,8 @@ import pytest
 from ledger.records import CheckpointRecord
 from pipelines.checkpoint import offsets
 
+pytestmark = [pytest.mark.unit]
+
 
 def test_parse_and_dumps_round_trip_in_sparks_compact_shape():
     text = '{"Payments": {"1": 800, "0": 1000, "10": 5}, "Audit": {"0": 0}}'

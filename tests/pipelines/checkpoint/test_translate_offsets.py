@@ -15,9 +15,7 @@ from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 @pytest.fixture
 def four_topics(spark, make_config, unique):
     """The reference layout for one topic T: T and B.T on P, T and P.T on B, runs both ways.

@@ -14,9 +14,7 @@ from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 @pytest.fixture
 def replicated(spark, make_config, unique):
     """A topic on P with 30 records, replicated to B, and a group that read 12 of them."""

@@ -17,9 +17,7 @@ from pipelines import cli, kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 class LiveProducer:
     """Writes ``<prefix>-N`` records round-robin until stopped: producers that keep running."""
 

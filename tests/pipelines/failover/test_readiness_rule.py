@@ -25,9 +25,7 @@ from pipelines.checkpoint.readiness import CoverageCheck, RecordedEnd, recorded_
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import consume, produce
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def no_jvm(*args, **kwargs):
     raise AssertionError("a verb on a path ledger started Spark")
 

@@ -14,6 +14,8 @@ import pytest
 
 from pipelines.failover import spark_checkpoint as sc
 
+pytestmark = [pytest.mark.unit]
+
 META = ('{"batchWatermarkMs":0,"batchTimestampMs":1795575126292,"conf":'
         '{"spark.sql.shuffle.partitions":"4"}}')
 

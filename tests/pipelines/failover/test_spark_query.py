@@ -12,9 +12,7 @@ from pipelines import cli
 from pipelines.failover.mover import Mover
 from tests.pipelines.failover.test_spark_checkpoint import META, write_checkpoint
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def nothing_written(spark, config, checkpoint):
     assert sorted(p.name for p in checkpoint.parent.iterdir()) == [checkpoint.name]
     ledger = Ledger(spark, config.ledger_location)

@@ -18,8 +18,7 @@ from pipelines.replicate.job import replicate_continuously
 from pipelines.workload import consume, produce
 from tests.pipelines.failover.test_modes import LiveProducer, failover
 
-pytestmark = pytest.mark.e2e
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 COMMIT_S = 1.0
 
 

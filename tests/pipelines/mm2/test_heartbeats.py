@@ -9,6 +9,8 @@ from pipelines.mm2 import formats, heartbeats
 from pipelines.mm2.ingest import Source, read_topic
 from pipelines.replicate.job import replicate_once
 
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
 
 def latest(config, alias, topic, source, target):
     records, _ = read_topic(Source(config.cluster(alias), topic), None)

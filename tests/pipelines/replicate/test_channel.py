@@ -1,10 +1,15 @@
+
 """The runs channel's acceptance rule and message format (pure logic)."""
 
 from __future__ import annotations
 
+import pytest
+
 from ledger.translation import Run
 from pipelines.replicate import channel
 from pipelines.replicate.plan import RecordedTail
+
+pytestmark = pytest.mark.unit
 
 
 def part(start: int, *runs: tuple[int, int, int], task: str = "t/0/1") -> channel.Delivered:

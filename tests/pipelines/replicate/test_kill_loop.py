@@ -44,8 +44,8 @@ JOB_ENV = {"SPARK_SUBMIT_OPTS": " ".join(filter(None, (
     os.environ.get("SPARK_SUBMIT_OPTS"), "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto")))}
 COMMIT_S = 1.0
 PER_TICK, TICK_S = 15, 0.2  # the load: at most 75 records/s
-# Ten kills, as the replication engine promises; each costs a job start (a second or two, no
-# JVM) and a commit: about a minute per mode on 2 cores. OFFSET_LEDGER_TEST_KILLS changes it.
+# Three kills per mode in the suite (OFFSET_LEDGER_TEST_KILLS changes it; the torture soak,
+# `python -m bench.torture`, kills far more): each costs a job start and a commit.
 
 
 def _newest_append(location: str) -> int:

@@ -1,3 +1,4 @@
+
 """The streaming copy task's errors: classified, picklable, cluster-wide only when lasting
 (unit tests of the pure parts; the secured suite drives them against real brokers)."""
 
@@ -5,8 +6,12 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
+
 from pipelines import kafka_errors
 from pipelines.replicate import channel, stream_task
+
+pytestmark = pytest.mark.unit
 
 
 class FakeError:

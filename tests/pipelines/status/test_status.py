@@ -13,9 +13,7 @@ from pipelines.mm2 import heartbeats
 from pipelines.replicate.job import replicate_once
 from pipelines.workload import produce
 
-pytestmark = pytest.mark.e2e
-
-
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def status(config, *argv: str, capsys) -> tuple[int, dict]:
     capsys.readouterr()
     code = cli.main(["status", *argv, "--format", "json", "--config", config.path])
