@@ -19,10 +19,12 @@ import random
 from dataclasses import dataclass, field
 
 PRODUCER_KINDS = ("keyed", "unkeyed", "transactional")
-MOVE_KINDS = ("continuous_failover", "cutoff_failover", "failback", "cutoff_failback")
+MOVE_KINDS = ("continuous_failover", "cutoff_failover", "disaster_failover", "failback",
+              "cutoff_failback")
 FAULT_KINDS = (
     "kill9_replicate", "sigterm_replicate", "sigint_replicate_group", "kill9_checkpoint",
-    "sigterm_checkpoint", "sigstop_replicate", "sigstop_broker", "broker_restart",
+    "sigterm_checkpoint", "sigint_checkpoint_group", "sigstop_replicate", "sigstop_broker",
+    "broker_restart",
 )
 
 
@@ -103,7 +105,7 @@ def _hot_partitions(rng: random.Random, partitions: int) -> tuple[tuple[int, ...
 
 def _fault(rng: random.Random) -> Fault:
     kind = rng.choice(FAULT_KINDS)
-    if kind in ("kill9_checkpoint", "sigterm_checkpoint"):
+    if "checkpoint" in kind:
         target = "checkpoint"
     elif kind in ("sigstop_broker", "broker_restart"):
         target = rng.choice(("P", "B"))
@@ -130,9 +132,10 @@ def generate(seed: int, mode: str) -> History:
     phases = []
     here, there = "P", "B"
     for _ in range(rng.choice((1, 2, 2, 3))):
-        cutoff = rng.random() < 0.3
+        cutoff, disaster = rng.random() < 0.3, rng.random() < 0.2
         if here == "P":
             move = "cutoff_failover" if cutoff else "continuous_failover"
+            move = "disaster_failover" if disaster else move
         else:
             move = "cutoff_failback" if cutoff else "failback"
         faults = tuple(_fault(rng) for _ in range(rng.choice((0, 1, 1, 2, 3))))

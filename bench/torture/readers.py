@@ -81,6 +81,15 @@ def read_runs(ledger: Path) -> list[Run]:
                 r["downstream_offset"], r["length"]) for r in table.to_pylist()]
 
 
+def read_resume_points(ledger: Path, operation_id: str) -> list[dict]:
+    """The ``resume_points`` rows one operation wrote, read with delta-rs."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(ledger / "resume_points")).to_pyarrow_table()
+    return table.filter(pc.equal(table["operation_id"], operation_id)).to_pylist()
+
+
 def end_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
     """``{(topic, partition): high watermark}`` of the topics that exist."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "torture-checker",

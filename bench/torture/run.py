@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import time
@@ -60,6 +61,7 @@ class HistoryRun:
         self.fault_log: list[tuple[str, str]] = []
         self.operations: dict[str, int] = {}
         self.faults: dict[str, int] = {}
+        self.disasters: list[tuple[str, str, dict[tuple[str, int], int]]] = []
         self.sessions: dict[str, list[list[Read]]] = {g.name: [] for g in h.groups}
         self.processed: dict[str, list[Read]] = {g.name: [] for g in h.groups}
         self.producers: list[TopicProducer] = []
@@ -158,12 +160,46 @@ class HistoryRun:
                                   f"{last}")
         return call.returncode == 0
 
+    def disaster(self, phase) -> str:
+        """P's broker killed (its producers stopped first: what they wrote is on P's disk);
+        ``failover --disaster`` from the commits ``checkpoint`` recorded; P started again."""
+        groups = [g.name for g in self.h.groups]
+        for p in self.producers:
+            p.move_to(None)
+        at_disaster = {g: committed_offsets(self.bootstraps["P"], g) for g in groups}
+        self.clusters.stop("P", hard=True)
+        self.count(self.faults, "disaster_kill_P")
+        self.count(self.operations, "status")
+        self.calls.append(ops.cli(["status", "--flow", "P->B", "--format", "json"],
+                                  self.config, self.workdir))
+        named = [a for g in groups for a in ("--group", g)]
+        call = ops.cli(["failover", *named, "--from", "P", "--to", "B", "--disaster",
+                        "--timeout", str(MOVE_TIMEOUT_S), "--format", "json"], self.config,
+                       self.workdir, timeout=MOVE_TIMEOUT_S + 120)
+        self.calls.append(call)
+        self.count(self.operations, phase.move)
+        self.clusters.up()
+        if call.returncode != 0:
+            last = " | ".join((call.stdout + call.stderr).strip().splitlines()[-2:])[-300:]
+            self.readiness.append(f"not_ready: failover --disaster rc {call.returncode}: {last}")
+            for p in self.producers:
+                p.move_to("P")
+            return "P"
+        doc = json.loads(call.stdout)
+        for op in doc.get("operations", [doc]):
+            self.disasters.append((op["group"], op["operation_id"], at_disaster[op["group"]]))
+        for p in self.producers:
+            p.move_to("B")
+        return "B"
+
     def phase(self, phase, here: str) -> str:
         sessions = self.start_sessions(here)
         try:
             self.faults_during(phase)
         finally:
             self.stop_sessions(sessions)
+        if phase.move == "disaster_failover":
+            return self.disaster(phase)
         if phase.move.startswith("cutoff"):
             for p in self.producers:
                 p.move_to(None)
@@ -273,4 +309,5 @@ class HistoryRun:
         return checker.Evidence(
             [t.name for t in self.h.topics], self.bootstraps, self.workdir / "ledger",
             self.h.mode, self.h.commit_interval_s, sum(t.rate for t in self.h.topics),
-            self.sessions, self.processed, self.fault_log, exits, self.calls, self.readiness)
+            self.sessions, self.processed, self.fault_log, exits, self.calls, self.readiness,
+            self.disasters)
