@@ -53,9 +53,14 @@ def commit() -> str:
     return done.stdout.strip()
 
 
+def _interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where every thread is
+    signal.signal(signal.SIGTERM, _interrupted)  # a stop runs every history's cleanup
     if args.summary:
         print(results.summary(args.results))
         return 0

@@ -26,9 +26,10 @@ JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
 
 
 def job_env(workdir: Path) -> dict[str, str]:
-    return {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state"),
-            "SPARK_SUBMIT_OPTS": " ".join(filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"),
-                                                        JVM_OPTS)))}
+    """The jobs' environment: ours, with the history's own state folder."""
+    env = {**os.environ, "OFFSET_LEDGER_STATE_DIR": str(workdir / ".state")}
+    env["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, (env.get("SPARK_SUBMIT_OPTS"), JVM_OPTS)))
+    return env
 
 
 @dataclass

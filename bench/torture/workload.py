@@ -41,6 +41,7 @@ class TopicProducer(threading.Thread):
         self.produced = 0
         self.aborted = 0
         self.errors: list[str] = []
+        self.failed: str | None = None
         self._want: str | None = None
         self._have: str | None = None
         self._producer: Producer | None = None
@@ -53,7 +54,10 @@ class TopicProducer(threading.Thread):
         with self._cond:
             self._want = alias
             self._cond.notify_all()
-            self._cond.wait_for(lambda: self._have == alias, timeout)
+            self._cond.wait_for(lambda: self._have == alias or self.failed is not None,
+                                timeout)
+        if self.failed is not None:
+            raise RuntimeError(self.failed)
 
     def stop(self) -> None:
         self.move_to(None)
@@ -70,6 +74,7 @@ class TopicProducer(threading.Thread):
         if self.spec.producer == "transactional":
             self._generation += 1
             conf["transactional.id"] = f"{self.spec.name}-{alias}-{self._generation}"
+            conf["transaction.timeout.ms"] = 300000  # >= message.timeout.ms (librdkafka)
         self._producer = Producer(conf)
         if self.spec.producer == "transactional":
             self._producer.init_transactions(60)
@@ -118,6 +123,15 @@ class TopicProducer(threading.Thread):
             self.produced += count
 
     def run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # the harness's own failure: reported, and nobody waits
+            self.failed = f"producer of {self.spec.name}: {type(exc).__name__}: {exc}"
+            with self._cond:
+                self._have = self._want = None
+                self._cond.notify_all()
+
+    def _loop(self) -> None:
         while not self._halt.is_set():
             with self._cond:
                 if self._want != self._have:
