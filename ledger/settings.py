@@ -35,6 +35,7 @@ BROKER_HEAP = "OFFSET_LEDGER_BROKER_HEAP"
 BROKER_START_TIMEOUT = "OFFSET_LEDGER_BROKER_START_TIMEOUT"
 MM2_PEER = "OFFSET_LEDGER_MM2_PEER"
 TEST_KILLS = "OFFSET_LEDGER_TEST_KILLS"
+SUPERVISED_CHILD = "OFFSET_LEDGER_SUPERVISED_CHILD"
 # Set by the audit for dbt, read by the dbt project only (dbt/profiles.yml, the models).
 DBT_LOCATION_ROOT = "OFFSET_LEDGER_DBT_LOCATION_ROOT"
 DBT_TARGET = "OFFSET_LEDGER_DBT_TARGET"
@@ -45,7 +46,8 @@ ALIAS_SECRETS = ("OFFSET_LEDGER_<ALIAS>_SASL_USERNAME", "OFFSET_LEDGER_<ALIAS>_S
 
 VARIABLES = (CONFIG, JARS_DIR, SPARK_MASTER, DRIVER_MEMORY, SHUFFLE, SPARK_UI, SPARK_LOG_LEVEL,
              STATE_DIR, AUDIT_DIR, SOURCE_SCHEMA, DBT_SCHEMA, DBT_LOCATION_ROOT, DBT_TARGET,
-             DBT_THREADS, BROKER_HEAP, BROKER_START_TIMEOUT, MM2_PEER, TEST_KILLS)
+             DBT_THREADS, BROKER_HEAP, BROKER_START_TIMEOUT, MM2_PEER, TEST_KILLS,
+             SUPERVISED_CHILD)
 
 # Other tools' variables: read to know where we run, never set by offset-ledger's users for it.
 PYSPARK_GATEWAY_PORT = "PYSPARK_GATEWAY_PORT"
@@ -171,6 +173,12 @@ def test_kills() -> int:
     """``$OFFSET_LEDGER_TEST_KILLS``: kills per mode of the replicator kill-loop test. Default
     3 (the torture soak, ``python -m bench.torture``, kills far more)."""
     return int(_number(TEST_KILLS, 3, int))
+
+
+def supervised_child() -> bool:
+    """``$OFFSET_LEDGER_SUPERVISED_CHILD``: set by a continuous pass job for the child process
+    that runs its loop (``pipelines.passes.supervise``); never set by hand."""
+    return (_get(SUPERVISED_CHILD) or "") == "1"
 
 
 # Not a pytest test, whatever its name says.

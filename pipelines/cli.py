@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         verb_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "_verb", None) in FLOW_VERBS:
         _resolve_flow(args, verb_parser)
+    args._argv = argv  # what a supervised job's child runs again (pipelines.passes)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = None

@@ -40,6 +40,7 @@ from pipelines.cluster_security import (
     mode_file,
     recorded_mode,
 )
+from pipelines.passes import die_with_parent
 from pipelines.spark import jars_dir
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -200,17 +201,6 @@ def _kafka_classpath() -> str:
     return str(folder / "*")
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``).
-
-    A test process that crashes cannot run its teardown; its brokers must not outlive it.
-    """
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -351,7 +341,7 @@ class EmbeddedClusters:
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
                                         cwd=self._dir(alias),
-                                        preexec_fn=_die_with_parent if self.tied_to_parent
+                                        preexec_fn=die_with_parent if self.tied_to_parent
                                         else None)
                 log.close()
                 self._pid_file(alias).write_text(str(proc.pid))

@@ -4,11 +4,17 @@
     SIGTERM / Ctrl-C     the pass in flight ends, then the job exits 0 (a second signal: at once)
     a transient fault    (a broker restarting, a leader moving: unreachable or unclassified)
                          the pass is skipped with one warning line, the next one runs on time
+    a native crash       (librdkafka aborts on an assertion when a broker vanishes under a
+                         request): :func:`supervise` runs the loop in a child process and starts
+                         it again, with one warning line naming the signal it died of
 
 Invariants:
     * A fault that configuration must fix (credentials, TLS, a missing ACL, an unknown topic)
       is never ridden out: it ends the job with its ``error:`` line, exit 2.
     * ``--once`` runs one pass and never rides a fault out: its caller wants the answer.
+    * Only a death by a signal nobody sent is restarted; an exit code (an ``error:`` line was
+      printed) or a stop asked for ends the supervisor with the child's code. The child dies
+      with the supervisor (``PR_SET_PDEATHSIG``): a ``kill -9`` leaves no job behind.
     * Each pass has admin clients of its own (``kafka_admin.clients(fresh=True)``): a client
       that lived through a broker restart keeps stale metadata, and librdkafka may abort on a
       request it had in flight to the broker that went away.
@@ -17,12 +23,16 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ledger import settings
 from ledger.errors import first_line
 from pipelines import kafka_admin, kafka_errors
 
@@ -72,3 +82,60 @@ def run_passes(name: str, one_pass: Callable[[int], None], *, every_s: float, on
         if restore is not None:
             restore()
     return 0
+
+
+MAX_RESTART_DELAY_S = 30.0
+
+
+def die_with_parent() -> None:
+    """In a child before exec: SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def wants_supervisor(args: Any) -> bool:
+    """A continuous run (no ``--once``, no ``--max-passes``) of a plain program that is not
+    the supervised child already: spark-submit and Databricks supervise their own jobs."""
+    return (not args.once and getattr(args, "max_passes", None) is None
+            and getattr(args, "_argv", None) is not None
+            and not settings.supervised_child() and not settings.under_launcher())
+
+
+def supervise(name: str, argv: list[str], program: list[str] | None = None) -> int:
+    """Run ``offset-ledger ARGV`` in a child until it exits; start it again after a crash.
+
+    ``program`` replaces ``python -m pipelines.cli`` (tests).
+
+    The child inherits stdout and stderr (its lines are the job's); SIGTERM and SIGINT are
+    passed on to it and it stops as the job would.
+    """
+    stop = threading.Event()
+    child: subprocess.Popen | None = None
+
+    def forward(signum: int, frame: object) -> None:
+        stop.set()
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    env = {**os.environ, settings.SUPERVISED_CHILD: "1"}
+    crashes = 0
+    try:
+        while True:
+            child = subprocess.Popen([*(program or [sys.executable, "-m", "pipelines.cli"]),
+                                      *argv], env=env, preexec_fn=die_with_parent)
+            code = child.wait()
+            if code >= 0 or stop.is_set():
+                return 130 if code < 0 else code
+            crashes += 1
+            delay = min(MAX_RESTART_DELAY_S, 2.0 ** (crashes - 1))
+            print(f"warning: {name}: the job's process died of {signal.Signals(-code).name} "
+                  f"(a native fault, e.g. in librdkafka while a broker went away); started "
+                  f"again in {delay:.0f}s ({crashes} restart(s))", file=sys.stderr, flush=True)
+            if stop.wait(delay):
+                return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -24,7 +24,7 @@ from pipelines.args import add_flow_arguments
 from pipelines.checkpoint.engine import Checkpointer, CheckpointResult
 from pipelines.checkpoint.readiness import pass_readiness
 from pipelines.metrics.observe import CheckpointObserver
-from pipelines.passes import run_passes
+from pipelines.passes import run_passes, supervise, wants_supervisor
 from pipelines.spark import ledger_engine
 
 
@@ -73,6 +73,8 @@ def refresh_spans(checkpointer: Checkpointer, config: Config, flow: str) -> None
 
 def run(args: argparse.Namespace, config: Config) -> int:
     flow = config.flow(args.flow)
+    if wants_supervisor(args):  # the passes run in a child, started again after a crash
+        return supervise("checkpoint", args._argv)
     job_metrics = metrics.job_metrics("checkpoint", args, config, flow.source, flow.target,
                                       once=args.once)
     if job_metrics is None:

@@ -396,10 +396,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from pipelines import preflight
-    from pipelines.passes import run_passes
+    from pipelines.passes import run_passes, supervise, wants_supervisor
     from pipelines.spark import get_spark
 
     flow = config.flow(args.flow)  # unknown aliases fail before Spark starts
+    if wants_supervisor(args):  # the passes run in a child, started again after a crash
+        return supervise("ingest mm2", args._argv)
     for alias in (flow.source, flow.target):  # a wrong password or TLS problem too
         preflight.check_reachable(config.cluster(alias))
     spark = get_spark("offset-ledger-ingest-mm2")

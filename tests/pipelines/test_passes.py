@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+from types import SimpleNamespace
 
 import pytest
 
 from pipelines import kafka_errors
 from pipelines.kafka_errors import KafkaAccessError
-from pipelines.passes import run_passes
+from pipelines.passes import run_passes, supervise, wants_supervisor
 
 pytestmark = pytest.mark.unit
 
@@ -60,3 +62,38 @@ def test_sigterm_ends_the_loop_after_the_pass_in_flight():
     assert run_passes("checkpoint", one_pass, every_s=0.01, once=False) == 0
     assert passes == [0, 1, "completed"]
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+CRASH_ONCE = """
+import os, signal, sys
+marker = sys.argv[1]
+assert os.environ["OFFSET_LEDGER_SUPERVISED_CHILD"] == "1"
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    os.kill(os.getpid(), signal.SIGABRT)  # as librdkafka's failed assertion does
+print("pass done", flush=True)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def test_a_crashed_child_is_started_again_and_its_exit_code_is_the_jobs(tmp_path, capfd):
+    program = [sys.executable, "-c", CRASH_ONCE]
+    assert supervise("checkpoint", [str(tmp_path / "crashed"), "0"], program) == 0
+    err = capfd.readouterr().err
+    assert "warning: checkpoint: the job's process died of SIGABRT" in err
+    assert "(1 restart(s))" in err
+    # An exit code means an error line was printed: never restarted, handed on.
+    assert supervise("checkpoint", [str(tmp_path / "crashed"), "2"], program) == 2
+    assert "died of" not in capfd.readouterr().err
+
+
+def test_only_continuous_plain_runs_are_supervised(monkeypatch):
+    monkeypatch.delenv("OFFSET_LEDGER_SUPERVISED_CHILD", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    args = SimpleNamespace(once=False, max_passes=None, _argv=["checkpoint", "--flow", "P->B"])
+    assert wants_supervisor(args)
+    assert not wants_supervisor(SimpleNamespace(**{**vars(args), "once": True}))
+    assert not wants_supervisor(SimpleNamespace(**{**vars(args), "max_passes": 3}))
+    monkeypatch.setenv("OFFSET_LEDGER_SUPERVISED_CHILD", "1")
+    assert not wants_supervisor(args)
