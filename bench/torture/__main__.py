@@ -42,6 +42,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help=f"JSON lines appended here (default {DEFAULT_RESULTS})")
     parser.add_argument("--summary", action="store_true", help="print the totals of the "
                         "results file and exit")
+    parser.add_argument("--markdown", action="store_true", help="with --summary: the table "
+                        "of docs/reliability.md")
     parser.add_argument("--workdir", type=Path, help="keep each history's folder (logs, "
                         "ledger) here instead of a temporary folder removed afterwards")
     return parser.parse_args(argv)
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where every thread is
     signal.signal(signal.SIGTERM, _interrupted)  # a stop runs every history's cleanup
     if args.summary:
-        print(results.summary(args.results))
+        print(results.markdown(args.results) if args.markdown else results.summary(args.results))
         return 0
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     count = args.histories or (10**9 if args.minutes else 1)

@@ -80,3 +80,28 @@ def summary(path: Path) -> str:
     for mode in ("alo", "eos"):
         parts.append(render(f"mode {mode}", totals([e for e in entries if e["mode"] == mode])))
     return "\n".join(parts)
+
+
+def markdown(path: Path) -> str:
+    """The totals per mode as the Markdown table of docs/reliability.md."""
+    entries = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] \
+        if path.exists() else []
+    cols = {m: totals([e for e in entries if e["mode"] == m]) for m in ("alo", "eos")}
+    cols["total"] = totals(entries)
+
+    def row(name: str, get) -> str:
+        return f"| {name} | " + " | ".join(str(get(t)) for t in cols.values()) + " |"
+
+    lines = ["| | at-least-once | exactly-once | total |", "|---|---|---|---|",
+             row("histories", lambda t: t["histories"]),
+             row("minutes", lambda t: round(t["seconds"] / 60, 1))]
+    for kind in sorted({k for t in cols.values() for k in t["operations"]}):
+        lines.append(row(f"operation: {kind}", lambda t, k=kind: t["operations"].get(k, 0)))
+    for kind in sorted({k for t in cols.values() for k in t["faults"]}):
+        lines.append(row(f"fault: {kind}", lambda t, k=kind: t["faults"].get(k, 0)))
+    lines += [row("records produced (committed)", lambda t: t["records_produced"]),
+              row("records aborted", lambda t: t["records_aborted"]),
+              row("records read by groups", lambda t: t["records_read"])]
+    lines += [row(f"anomalies: {kind}", lambda t, k=kind: t["anomalies"][k]) for kind in KINDS]
+    lines.append(row("histories with a harness error", lambda t: t["harness_errors"]))
+    return "\n".join(lines)

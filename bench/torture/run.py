@@ -287,6 +287,14 @@ class HistoryRun:
                 if job.reap() is None and job.alive():
                     job.signal(signal.SIGTERM)
             report = checker.check(self.evidence())
+            acked = sum(p.produced for p in self.producers)
+            if acked != report.produced or sum(p.aborted for p in self.producers) != \
+                    report.aborted:
+                outcome_errors.append(
+                    f"the sources hold {report.produced} committed and {report.aborted} aborted "
+                    f"records, the producers counted {acked} and "
+                    f"{sum(p.aborted for p in self.producers)} (errors: "
+                    f"{[e for p in self.producers for e in p.errors][:3]})")
         except Exception as exc:  # a harness failure: reported, never hidden
             where = traceback.extract_tb(exc.__traceback__)[-1]
             outcome_errors.append(f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}"

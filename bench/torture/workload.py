@@ -115,6 +115,7 @@ class TopicProducer(threading.Thread):
         assert self._producer is not None
         self._producer.begin_transaction()
         self._send(count)
+        self._producer.flush(60)  # in the log before the decision: an abort leaves them there
         if self.rng.random() < 0.25:
             self._producer.abort_transaction(60)
             self.aborted += count
