@@ -67,12 +67,36 @@ def exact_filter(binding: Binding) -> Any:
                             b.operation, b.permission_type)
 
 
+NO_AUTHORIZER_TEXT = ("cluster {alias} has no authorizer (no ACLs to read or write: every "
+                      "principal may do everything)")
+
+
+def authorizer(cluster: ClusterConfig) -> str | None:
+    """The brokers' ``authorizer.class.name`` ("" when none), or None when it cannot be read.
+
+    librdkafka answers DescribeAcls on a cluster without an authorizer with an empty list (the
+    broker's SECURITY_DISABLED is dropped): that cluster would look like one with no ACLs, and
+    a move's check would pass where nothing was checked.
+    """
+    from confluent_kafka.admin import ConfigResource
+
+    client = kafka_admin.admin(cluster)
+    try:
+        brokers = client.list_topics(timeout=10).brokers
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(min(brokers)))
+        entries = client.describe_configs([resource], request_timeout=15)[resource].result(
+            timeout=RESULT_TIMEOUT_S)
+    except Exception:  # DESCRIBE_CONFIGS refused or no answer: the ACL calls say more
+        return None
+    entry = entries.get("authorizer.class.name")
+    return None if entry is None else (entry.value or "")
+
+
 def _unavailable(cluster: ClusterConfig, exc: BaseException, client: Any,
                  operation: str) -> AclsUnavailable:
     code = getattr(exc.args[0], "name", lambda: "")() if exc.args else ""
     if code == "SECURITY_DISABLED" or "No Authorizer is configured" in str(exc):
-        return AclsUnavailable(f"cluster {cluster.alias} has no authorizer (no ACLs to read or "
-                               "write: every principal may do everything)", NO_AUTHORIZER)
+        return AclsUnavailable(NO_AUTHORIZER_TEXT.format(alias=cluster.alias), NO_AUTHORIZER)
     error = kafka_admin.failure(cluster, exc, client, operation, "cluster")
     if error.kind == kafka_errors.AUTHORIZATION:
         return AclsUnavailable(f"missing ACL: {error}", MISSING_ACL)
@@ -90,6 +114,8 @@ def describe(cluster: ClusterConfig) -> list[Binding]:
     )
 
     client = kafka_admin.admin(cluster)
+    if authorizer(cluster) == "":
+        raise AclsUnavailable(NO_AUTHORIZER_TEXT.format(alias=cluster.alias), NO_AUTHORIZER)
     anything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                                 AclOperation.ANY, AclPermissionType.ANY)
     try:

@@ -161,10 +161,12 @@ def for_move(config: Config, source: str, target: str, subscribe: Mapping[str, l
     return checks
 
 
-def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str]) -> list[str]:
-    """``status --group``'s lines: each group's check along each flow (its subscription after
-    a move, from what it committed on the flow's source); a group with no commits there is
-    left out."""
+def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str],
+               ) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """``status --group``'s checks: ``(flow, group, line, as_dict)`` for each group along each
+    flow (its subscription after a move, from what it committed on the flow's source); a group
+    with no commits there is left out. Status reports: a failed check is a line, never raised.
+    """
     from pipelines import kafka_offsets
     from pipelines.checkpoint.mapping import subscribe_topics
 
@@ -181,7 +183,10 @@ def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str
                 check = check_groups(config, flow.source, flow.target, {group: subscribe},
                                      True)[group]
             except Exception as exc:  # status reports, it never fails on the check
-                out.append(f"{where}: ACLs on {flow.target} not checked: {first_line(exc)}")
+                why = first_line(exc)
+                out.append((flow.name, group, f"{where}: ACLs on {flow.target} not checked: "
+                            f"{why}", {"cluster": flow.target, "status": "unknown",
+                                       "note": why}))
                 continue
-            out.append(f"{where}: {check.summary()}")
+            out.append((flow.name, group, f"{where}: {check.summary()}", check.as_dict()))
     return out

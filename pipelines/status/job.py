@@ -114,12 +114,16 @@ def run(args: argparse.Namespace, config: Config) -> int:
         while True:
             report = gather_report(config, ledger, flows, groups, groups_only)
             code = report.exit_code
+            # Will the groups be authorized where they move? (never changes the exit code)
+            checks = acl_check.for_status(config, flows, groups) if fmt != "prometheus" else []
+            for g in report.groups:
+                g.acl_check = next((d for f, name, _, d in checks
+                                    if (f, name) == (g.flow, g.group)), None)
             print(to_json(report, one_line=watch is not None) if fmt == "json"
                   else to_prometheus(report) if fmt == "prometheus"
                   else to_table(report), flush=True)
-            acl_lines = acl_check.for_status(config, flows, groups) if fmt == "table" else []
-            if acl_lines:  # will the groups be authorized where they move?
-                print("\n".join(acl_lines), flush=True)
+            if checks and fmt == "table":
+                print("\n".join(line for _, _, line, _ in checks), flush=True)
             if watch is None:
                 return code
             if fmt == "table":

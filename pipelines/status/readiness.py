@@ -117,6 +117,7 @@ class GroupStatus:
     checkpoint: Checkpoint | None = None
     flow_caught_up: bool = False     # every partition of the group's topics caught up
     last_move: tuple[str, str] | None = None  # (from, to) of its newest recorded operation
+    acl_check: dict | None = None  # the move's ACL check on T (pipelines.acls.check)
 
     @property
     def kind(self) -> str:

@@ -60,6 +60,7 @@ def as_dict(report: Report) -> dict:
             "coverage": [{"direction": c.direction, "topic": c.topic, "partition": c.partition,
                           "committed": c.committed, "replicated_to": c.replicated_to,
                           "covered": c.covered} for c in g.coverage],
+            "acl_check": g.acl_check,
             "newest_checkpoint": None if g.checkpoint is None else {
                 "checkpointed_at": _iso(g.checkpoint.newest),
                 "age_seconds": _age(at, g.checkpoint.newest),

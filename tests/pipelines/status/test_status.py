@@ -198,6 +198,8 @@ def test_failback_verdict_follows_the_reverse_flows_runs(spark, make_config, uni
     assert g["coverage"] == [{"direction": "reverse", "topic": f"P.{topic}", "partition": 0,
                               "committed": 12, "replicated_to": 10, "covered": False}]
     assert g["verdict"] == "wait: 2 records not yet replicated" and code == 3
+    # The move's ACL check, reported as what it is on clusters without an authorizer.
+    assert g["acl_check"]["status"] == "no_authorizer" and g["acl_check"]["cluster"] == "P"
 
     produce(primary, topic, [f"w{i}" for i in range(5)], 1)
     replicate_once(spark, config, "P->B")
