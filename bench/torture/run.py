@@ -12,7 +12,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import time
@@ -24,14 +23,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.torture import checker, faults, ops
 from bench.torture.history import History
+from bench.torture.moves import Moves
 from bench.torture.prepare import config_file, groups_empty, wait_topics
 from bench.torture.readers import end_offsets
 from bench.torture.workload import GroupSession, Read, TopicProducer, committed_offsets
 from ledger.config import config_from_mapping
 from pipelines.clusters import EmbeddedClusters
 
-MOVE_TIMEOUT_S = 90  # a move's --timeout once every fault is healed
-STATUS_BOUND_S = 60  # how long status may say "not ready" before a move
 CATCH_UP_BOUND_S = 120  # replication caught up after producers and faults stopped
 
 
@@ -46,7 +44,7 @@ class Outcome:
     harness_errors: list[str] = field(default_factory=list)
 
 
-class HistoryRun:
+class HistoryRun(Moves):
     def __init__(self, h: History, workdir: Path, template: Path) -> None:
         self.h, self.workdir = h, workdir
         self.rng = random.Random(h.seed * 7919 + 1)
@@ -121,76 +119,6 @@ class HistoryRun:
         self.heal()
 
     # --- moves ---------------------------------------------------------------------------
-
-    def move(self, phase) -> bool:
-        """Status until ready (bounded), then the move; True if the groups moved."""
-        groups = [g.name for g in self.h.groups]
-        flow = f"{phase.source}->{phase.target}"
-        cutoff = phase.move.startswith("cutoff")
-        named = [a for g in groups for a in ("--group", g)]
-        status_argv = ["--flow", flow, *named, "--format", "json"]
-        if not cutoff:
-            status_argv.append("--groups-only")
-        self.count(self.operations, "status")
-        started = time.monotonic()
-        status = ops.wait_status(status_argv, self.config, self.workdir, STATUS_BOUND_S,
-                                 self.calls)
-        status_ready = status.returncode == 0
-        verb = "failover" if "failover" in phase.move else "failback"
-        select = ["--group-regex", f"{self.h.prefix}-g.*"] if phase.by_regex else named
-        argv = [verb, *select, "--from", phase.source, "--to", phase.target,
-                "--timeout", str(MOVE_TIMEOUT_S), "--format", "json"]
-        if phase.catch_up:
-            argv.append("--catch-up")
-        if cutoff:
-            argv.append("--cutoff")
-        call = ops.cli(argv, self.config, self.workdir, timeout=MOVE_TIMEOUT_S + 120)
-        self.calls.append(call)
-        self.count(self.operations, phase.move)
-        last = " | ".join((call.stdout + call.stderr).strip().splitlines()[-2:])[-300:]
-        waited = f"status {'ready' if status_ready else 'not ready'} after " \
-                 f"{time.monotonic() - started - call.seconds:.0f}s"
-        if call.returncode == 0 and not status_ready:
-            self.readiness.append(f"status_disagrees: {verb} {flow} ready, {waited}: "
-                                  f"{status.stdout[-300:]}")
-        elif call.returncode == 3 and status_ready:
-            self.readiness.append(f"status_disagrees: {waited}, {verb} {flow} rc 3: {last}")
-        elif call.returncode != 0:
-            self.readiness.append(f"not_ready: {verb} {flow} rc {call.returncode} ({waited}): "
-                                  f"{last}")
-        return call.returncode == 0
-
-    def disaster(self, phase) -> str:
-        """P's broker killed (its producers stopped first: what they wrote is on P's disk);
-        ``failover --disaster`` from the commits ``checkpoint`` recorded; P started again."""
-        groups = [g.name for g in self.h.groups]
-        for p in self.producers:
-            p.move_to(None)
-        at_disaster = {g: committed_offsets(self.bootstraps["P"], g) for g in groups}
-        self.clusters.stop("P", hard=True)
-        self.count(self.faults, "disaster_kill_P")
-        self.count(self.operations, "status")
-        self.calls.append(ops.cli(["status", "--flow", "P->B", "--format", "json"],
-                                  self.config, self.workdir))
-        named = [a for g in groups for a in ("--group", g)]
-        call = ops.cli(["failover", *named, "--from", "P", "--to", "B", "--disaster",
-                        "--timeout", str(MOVE_TIMEOUT_S), "--format", "json"], self.config,
-                       self.workdir, timeout=MOVE_TIMEOUT_S + 120)
-        self.calls.append(call)
-        self.count(self.operations, phase.move)
-        self.clusters.up()
-        if call.returncode != 0:
-            last = " | ".join((call.stdout + call.stderr).strip().splitlines()[-2:])[-300:]
-            self.readiness.append(f"not_ready: failover --disaster rc {call.returncode}: {last}")
-            for p in self.producers:
-                p.move_to("P")
-            return "P"
-        doc = json.loads(call.stdout)
-        for op in doc.get("operations", [doc]):
-            self.disasters.append((op["group"], op["operation_id"], at_disaster[op["group"]]))
-        for p in self.producers:
-            p.move_to("B")
-        return "B"
 
     def phase(self, phase, here: str) -> str:
         sessions = self.start_sessions(here)
