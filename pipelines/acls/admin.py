@@ -13,7 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ledger.config import ClusterConfig
@@ -128,32 +128,23 @@ def describe(cluster: ClusterConfig) -> list[Binding]:
 
 def create(cluster: ClusterConfig, bindings: Iterable[Binding]) -> list[Binding]:
     """Create ``bindings`` (ALTER on CLUSTER); the ones created, or the first failure raised."""
-    wanted = list(bindings)
-    if not wanted:
-        return []
-    client = kafka_admin.admin(cluster)
-    futures = client.create_acls([to_kafka(b) for b in wanted], request_timeout=15)
-    done, failure = [], None
-    for binding, future in zip(wanted, futures.values(), strict=True):
-        try:
-            future.result(timeout=RESULT_TIMEOUT_S)
-            done.append(binding)
-        except Exception as exc:
-            failure = failure or _unavailable(cluster, exc, client, "ALTER")
-    if failure is not None:
-        failure.done = done  # type: ignore[attr-defined]
-        raise failure
-    return done
+    return _alter(cluster, list(bindings), "create_acls", to_kafka)
 
 
 def delete(cluster: ClusterConfig, bindings: Iterable[Binding]) -> list[Binding]:
     """Delete exactly ``bindings`` (ALTER on CLUSTER); the ones asked for whose deletion Kafka
     confirmed (an already absent one counts: it is gone), or the first failure raised."""
-    wanted = list(bindings)
+    return _alter(cluster, list(bindings), "delete_acls", exact_filter)
+
+
+def _alter(cluster: ClusterConfig, wanted: list[Binding], call: str,
+           request: Callable[[Binding], Any]) -> list[Binding]:
+    """One ``create_acls``/``delete_acls`` call for ``wanted``; the failure raised carries the
+    bindings Kafka did confirm (``done``), so that they are recorded all the same."""
     if not wanted:
         return []
     client = kafka_admin.admin(cluster)
-    futures = client.delete_acls([exact_filter(b) for b in wanted], request_timeout=15)
+    futures = getattr(client, call)([request(b) for b in wanted], request_timeout=15)
     done, failure = [], None
     for binding, future in zip(wanted, futures.values(), strict=True):
         try:
