@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -270,11 +270,15 @@ def _positive_days(v: Any) -> float:
     return int(value) if value.is_integer() else value
 
 
-def _positive_int(v: Any) -> int:
-    value = _nonneg_int(v)
-    if value < 1:
-        raise ValueError("expected a whole number of days >= 1")
-    return value
+def _positive_int(unit: str) -> Callable[[Any], int]:
+    """A whole number of ``unit`` >= 1 (the message names the unit the key counts)."""
+    def parse(v: Any) -> int:
+        value = _nonneg_int(v)
+        if value < 1:
+            raise ValueError(f"expected a whole number of {unit} >= 1")
+        return value
+
+    return parse
 
 
 def _task_count(v: Any) -> int:
@@ -345,8 +349,8 @@ def _policy(v: Any) -> str:
 _TOP_LEVEL = {
     "ledger.location": ("ledger_location", str),
     "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_days(v)),
-    "ledger.history.refresh.hours": ("history_refresh_hours", lambda v: _positive_int(v)),
-    "ledger.spans.refresh.commits": ("spans_refresh_commits", lambda v: _positive_int(v)),
+    "ledger.history.refresh.hours": ("history_refresh_hours", _positive_int("hours")),
+    "ledger.spans.refresh.commits": ("spans_refresh_commits", _positive_int("commits")),
     "replication.policy.separator": ("replication_policy_separator", _separator),
     "replication.policy.class": ("replication_policy_class", _policy),
     "replication.factor": ("replication_factor", lambda v: _replication_factor(v)),

@@ -254,3 +254,11 @@ def test_missing_environment_variable_names_the_key_not_a_value(monkeypatch):
                                "sasl.password": "${env:OL_TEST_MISSING}"},
                          "B": {"bootstrap.servers": "b:9092"}},
             "flows": {"P->B": True}})
+
+
+@pytest.mark.parametrize(("key", "unit"), [("ledger.history.refresh.hours", "hours"),
+                                           ("ledger.spans.refresh.commits", "commits")])
+def test_a_whole_number_key_names_its_own_unit(key, unit):
+    with pytest.raises(ConfigError) as caught:
+        config_from_mapping({"clusters": {"P": {"bootstrap.servers": "h:1"}}, key: 0})
+    assert f"expected a whole number of {unit} >= 1" in str(caught.value)
