@@ -50,7 +50,7 @@ class GroupSpec:
 @dataclass(frozen=True)
 class Fault:
     kind: str  # one of FAULT_KINDS
-    target: str  # "P->B", "B->P", "checkpoint", or a cluster alias for broker faults
+    target: str  # "P->B", "B->P", "checkpoint", a cluster alias, or "P/<topic>/<added>"
     delay_s: float  # after the phase's start (or the previous fault's heal)
     hold_s: float  # stopped/down this long before it is healed
 
@@ -118,6 +118,9 @@ def _fault(rng: random.Random) -> Fault:
 def generate(seed: int, mode: str) -> History:
     """Draw one history. ``mode``: ``alo`` or ``eos`` (``exactly.once.enabled``)."""
     rng = random.Random(seed)
+    # Draws added after the first release come from their own stream, so that a seed's
+    # earlier draws (and the suite's fixed seeds) stay what they were.
+    later = random.Random(seed * 1_000_003 + 17)
     prefix = f"h{seed}"
     topics = []
     for i in range(rng.randint(1, 3)):
@@ -139,6 +142,10 @@ def generate(seed: int, mode: str) -> History:
         else:
             move = "cutoff_failback" if cutoff else "failback"
         faults = tuple(_fault(rng) for _ in range(rng.choice((0, 1, 1, 2, 3))))
+        if later.random() < 0.25:  # partitions added: "<cluster>/<topic index>/<added>"
+            faults += (Fault("add_partitions", f"{later.choice(('P', 'B'))}/"
+                             f"{later.randrange(3)}/{later.randint(1, 2)}",
+                             round(later.uniform(0.5, 3.0), 2), 0.0),)
         phases.append(Phase(round(rng.uniform(4, 10), 1), faults, move, here, there,
                             rng.random() < 0.5, rng.random() < 0.5, rng.random() < 0.6))
         here, there = there, here

@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from bench.torture import checker, faults, ops
 from bench.torture.history import History
@@ -56,6 +56,7 @@ class HistoryRun(Moves):
         ops.copy_ledger(template, workdir / "ledger")
         self.calls: list[ops.Call] = []
         self.readiness: list[str] = []
+        self.harness: list[str] = []  # the torture test's own failures, never anomalies
         self.fault_log: list[tuple[str, str]] = []
         self.operations: dict[str, int] = {}
         self.faults: dict[str, int] = {}
@@ -65,7 +66,9 @@ class HistoryRun(Moves):
         self.producers: list[TopicProducer] = []
         base = [ops.CLI]
         tail = ["--config", str(self.config)]
-        commit = ["--commit-interval", str(h.commit_interval_s), "--interval", "1"]
+        # a short refresh: partitions added during a history are replicated within it
+        commit = ["--commit-interval", str(h.commit_interval_s), "--interval", "1",
+                  "--refresh-interval", "10"]
         env = ops.job_env(workdir)
         self.jobs = {f"replicate {f}": faults.Job(f"replicate {f}",
                                                   [*base, "replicate", "--flow", f, *commit,
@@ -107,6 +110,14 @@ class HistoryRun(Moves):
         if any(s.pid is None for s in self.clusters.status()):
             self.clusters.up()
 
+    def grow(self, target: str) -> None:
+        """Partitions added to a topic while it is written, read and replicated."""
+        alias, index, added = target.split("/")
+        topic = self.h.topics[int(index) % len(self.h.topics)].name
+        admin = AdminClient({"bootstrap.servers": self.bootstraps[alias], "log_level": 0})
+        now = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+        admin.create_partitions([NewPartitions(topic, now + int(added))])[topic].result(60)
+
     def faults_during(self, phase) -> None:
         started = time.monotonic()
         for f in phase.faults:
@@ -114,7 +125,10 @@ class HistoryRun(Moves):
             self.heal()
             self.fault_log.append((f.kind, f.target))
             self.count(self.faults, f.kind)
-            faults.apply(f.kind, f.target, f.hold_s, self.jobs, self.clusters)
+            if f.kind == "add_partitions":
+                self.grow(f.target)
+            else:
+                faults.apply(f.kind, f.target, f.hold_s, self.jobs, self.clusters)
         time.sleep(max(0.0, phase.consume_s - (time.monotonic() - started)))
         self.heal()
 
@@ -134,7 +148,7 @@ class HistoryRun(Moves):
             self.wait_caught_up()
             self.drain(here)
         if not groups_empty(self.bootstraps[here], [g.name for g in self.h.groups]):
-            self.readiness.append("not_ready: harness: a group kept active members")
+            self.harness.append(f"a group kept active members on {here} before {phase.move}")
         moved = self.move(phase)
         there = phase.target if moved else here
         for p in self.producers:
@@ -179,7 +193,7 @@ class HistoryRun(Moves):
     def run(self) -> Outcome:
         h = self.h
         started = time.monotonic()
-        outcome_errors: list[str] = []
+        outcome_errors: list[str] = self.harness
         try:
             self.clusters.up()
             for alias in ("P", "B"):

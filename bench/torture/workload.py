@@ -70,7 +70,8 @@ class TopicProducer(threading.Thread):
 
     def _open(self, alias: str) -> None:
         conf = {"bootstrap.servers": self.bootstraps[alias], "enable.idempotence": True,
-                "linger.ms": 5, "message.timeout.ms": 300000, "log_level": 0}
+                "linger.ms": 5, "message.timeout.ms": 300000, "log_level": 0,
+                "topic.metadata.refresh.interval.ms": 5000}  # added partitions seen soon
         if self.spec.producer == "transactional":
             self._generation += 1
             conf["transactional.id"] = f"{self.spec.name}-{alias}-{self._generation}"
@@ -236,7 +237,8 @@ class GroupSession(threading.Thread):
     def run(self) -> None:
         conf = {"bootstrap.servers": self.bootstrap, "group.id": self.spec.name,
                 "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                "isolation.level": "read_committed", "log_level": 0}
+                "isolation.level": "read_committed", "log_level": 0,
+                "topic.metadata.refresh.interval.ms": 5000}
         if self.spec.protocol == "consumer":
             conf["group.protocol"] = "consumer"
         consumer = Consumer(conf)
