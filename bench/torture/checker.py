@@ -34,7 +34,13 @@ from pathlib import Path
 
 from bench.torture.faults import Exit
 from bench.torture.ops import Call
-from bench.torture.readers import Run, read_resume_points, read_runs, read_topic
+from bench.torture.readers import (
+    Run,
+    end_offsets,
+    read_resume_points,
+    read_runs,
+    read_topic,
+)
 from bench.torture.workload import Read, record_n
 
 KINDS = ("lost", "duplicate", "aborted_read", "out_of_order", "bad_run", "not_ready",
@@ -119,9 +125,12 @@ def check(ev: Evidence) -> Report:
                 rep.add("aborted_read", f"replica {alias}.{topic} on {other[alias]} holds "
                         f"{len(seen_aborted)} aborted record(s) for read_committed readers, "
                         f"e.g. {sorted(seen_aborted)[:3]}", len(seen_aborted))
+            starts = {p: o for (_, p), o in
+                      end_offsets(ev.bootstraps[alias], [topic], low=True).items()}
             _check_runs(rep, flow, topic, [r for r in runs if r.flow == flow and
                                            r.topic == topic],
-                        source[(alias, topic)], every, good, committed[f"{alias}:{topic}"])
+                        source[(alias, topic)], every, good, committed[f"{alias}:{topic}"],
+                        starts)
         crashes = sum(1 for kind, target in ev.faults if kind in CRASH_FAULTS and
                       target in (flow, "P", "B"))
         bound = 0 if ev.mode == "eos" else int(crashes * ev.rate * ev.commit_interval_s)
@@ -160,15 +169,19 @@ def _disaster_rereads(ev: Evidence, group: str,
 
 def _check_runs(rep: Report, flow: str, topic: str, runs: list[Run],
                 src: dict[int, dict[int, str]], every: dict[int, dict[int, str]],
-                good: dict[int, dict[int, str]], committed: set[str]) -> None:
+                good: dict[int, dict[int, str]], committed: set[str],
+                starts: dict[int, int] | None = None) -> None:
+    """``starts``: each source partition's log start (records below it were deleted: the
+    runs' mapping of them can no longer be checked, and they are no hole)."""
     by_part: dict[int, list[Run]] = defaultdict(list)
     for r in runs:
         by_part[r.partition].append(r)
     for part, records in src.items():
         prs = sorted(by_part.get(part, []), key=lambda r: r.u)
         where = f"{flow} {topic}[{part}]"
+        start = (starts or {}).get(part, 0)
         for r in prs:
-            for k in range(r.n):
+            for k in range(max(0, start - r.u), r.n):
                 want = records.get(r.u + k)
                 got = every.get(part, {}).get(r.d + k)
                 if want is None or got != want or (r.d + k) not in good.get(part, {}):
@@ -176,15 +189,16 @@ def _check_runs(rep: Report, flow: str, topic: str, runs: list[Run],
                             f"{r.u + k} is {want}, downstream {r.d + k} is {got}"
                             f"{'' if (r.d + k) in good.get(part, {}) else ' (not committed)'}")
                     break
-        end = min(records) if records else 0
+        end, floor = min([*records, start]) if records else start, 0
         for r in prs:
-            if r.u < end:
-                rep.add("bad_run", f"{where}: run u={r.u} n={r.n} overlaps upstream below {end}")
+            if r.u < floor:
+                rep.add("bad_run", f"{where}: run u={r.u} n={r.n} overlaps upstream below {floor}")
             hole = [o for o in range(end, r.u) if records.get(o) in committed]
             if hole:
                 rep.add("bad_run", f"{where}: hole {end}..{r.u - 1} holds {len(hole)} "
                         f"committed record(s) no run maps")
             end = max(end, r.u + r.n)
+            floor = max(floor, r.u + r.n)
         tail = [o for o in records if o >= end and records[o] in committed]
         if tail:
             rep.add("bad_run", f"{where}: {len(tail)} committed record(s) from offset "

@@ -146,6 +146,9 @@ def generate(seed: int, mode: str) -> History:
             faults += (Fault("add_partitions", f"{later.choice(('P', 'B'))}/"
                              f"{later.randrange(3)}/{later.randint(1, 2)}",
                              round(later.uniform(0.5, 3.0), 2), 0.0),)
+        if later.random() < 0.25:  # a log start moved (delete_records): "<cluster>/<topic>"
+            faults += (Fault("delete_records", f"{later.choice(('P', 'B'))}/"
+                             f"{later.randrange(3)}", round(later.uniform(0.5, 3.0), 2), 0.0),)
         phases.append(Phase(round(rng.uniform(4, 10), 1), faults, move, here, there,
                             rng.random() < 0.5, rng.random() < 0.5, rng.random() < 0.6))
         here, there = there, here

@@ -90,13 +90,16 @@ def read_resume_points(ledger: Path, operation_id: str) -> list[dict]:
     return table.filter(pc.equal(table["operation_id"], operation_id)).to_pylist()
 
 
-def end_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
-    """``{(topic, partition): high watermark}`` of the topics that exist."""
+def end_offsets(bootstrap: str, topics: list[str],
+                low: bool = False) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): high watermark}`` (``low``: log start) of the topics that
+    exist."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "torture-checker",
                          "log_level": 0})
     try:
         meta = consumer.list_topics(timeout=30).topics
-        return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1]
+        return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p),
+                                                       timeout=30)[0 if low else 1]
                 for t in topics if t in meta for p in meta[t].partitions}
     finally:
         consumer.close()

@@ -19,13 +19,14 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from bench.torture import checker, faults, ops
 from bench.torture.history import History
 from bench.torture.moves import Moves
 from bench.torture.prepare import config_file, groups_empty, wait_topics
-from bench.torture.readers import end_offsets
+from bench.torture.readers import end_offsets, read_runs
 from bench.torture.workload import GroupSession, Read, TopicProducer, committed_offsets
 from ledger.config import config_from_mapping
 from pipelines.clusters import EmbeddedClusters
@@ -118,6 +119,28 @@ class HistoryRun(Moves):
         now = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
         admin.create_partitions([NewPartitions(topic, now + int(added))])[topic].result(60)
 
+    def delete_records(self, target: str) -> None:
+        """Move the log start of an original topic's partitions (as retention would), only
+        below what every group has committed there and what the runs cover: nothing a group
+        still has to read is deleted."""
+        alias, index = target.split("/")
+        topic = self.h.topics[int(index) % len(self.h.topics)].name
+        flow = f"{alias}->{'B' if alias == 'P' else 'P'}"
+        covered: dict[int, int] = {}
+        for r in read_runs(self.workdir / "ledger"):
+            if r.flow == flow and r.topic == topic:
+                covered[r.partition] = max(covered.get(r.partition, 0), r.u + r.n)
+        commits = [committed_offsets(self.bootstraps[alias], g.name) for g in self.h.groups]
+        cut = []
+        for p, end in covered.items():
+            safe = min([end, *(c.get((topic, p), 0) for c in commits)])
+            if safe > 0:
+                cut.append(TopicPartition(topic, p, safe))
+        if cut:
+            admin = AdminClient({"bootstrap.servers": self.bootstraps[alias], "log_level": 0})
+            for f in admin.delete_records(cut, request_timeout=30).values():
+                f.result(60)
+
     def faults_during(self, phase) -> None:
         started = time.monotonic()
         for f in phase.faults:
@@ -127,6 +150,8 @@ class HistoryRun(Moves):
             self.count(self.faults, f.kind)
             if f.kind == "add_partitions":
                 self.grow(f.target)
+            elif f.kind == "delete_records":
+                self.delete_records(f.target)
             else:
                 faults.apply(f.kind, f.target, f.hold_s, self.jobs, self.clusters)
         time.sleep(max(0.0, phase.consume_s - (time.monotonic() - started)))
@@ -140,6 +165,9 @@ class HistoryRun(Moves):
             self.faults_during(phase)
         finally:
             self.stop_sessions(sessions)
+        if phase.source != here:  # an earlier move failed (an anomaly already): not drawn
+            self.count(self.operations, "skipped_after_a_failed_move")
+            return here
         if phase.move == "disaster_failover":
             return self.disaster(phase)
         if phase.move.startswith("cutoff"):
@@ -230,8 +258,9 @@ class HistoryRun(Moves):
                     job.signal(signal.SIGTERM)
             report = checker.check(self.evidence())
             acked = sum(p.produced for p in self.producers)
-            if acked != report.produced or sum(p.aborted for p in self.producers) != \
-                    report.aborted:
+            deleted = any(kind == "delete_records" for kind, _ in self.fault_log)
+            aborted = sum(p.aborted for p in self.producers)
+            if not deleted and (acked != report.produced or aborted != report.aborted):
                 outcome_errors.append(
                     f"the sources hold {report.produced} committed and {report.aborted} aborted "
                     f"records, the producers counted {acked} and "
