@@ -38,6 +38,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # A file missing here runs after them, in collection order: add one when it takes a minute.
 LONGEST_FIRST = (
     "tests/secured/test_sasl_ssl.py",  # secured pair, reference scenario, real MM2
+    "tests/bench/test_torture.py",  # fixed seeds, each its own broker pair and jobs
+    "tests/bench/test_torture_regressions.py",
+    "tests/secured/test_acls.py",
     "tests/pipelines/mm2/test_mm2_interop.py",
     "tests/pipelines/audit/test_audit_evidence.py",
     "tests/deploy/test_wheel.py",
@@ -54,6 +57,8 @@ LONGEST_FIRST = (
     "tests/pipelines/replicate/test_broker_restart.py",
     "tests/pipelines/replicate/test_errors.py",
     "tests/e2e/test_disaster_failover.py",
+    "tests/e2e/test_empty_partition_failback.py",
+    "tests/pipelines/test_spark_signals.py",
 )
 
 
