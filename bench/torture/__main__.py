@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {outcome.seconds:.0f}s: operations {entry['operations']}, faults "
               f"{entry['faults']}, records {entry['records_produced']} produced "
               f"(+{entry['records_aborted']} aborted), {entry['records_read']} read; "
-              f"anomalies {bad or 'none'}{'; harness: ' + harness if harness else ''}",
+              f"anomalies {bad or 'none'}{'; harness: ' + harness if harness else ''}; "
+              f"seconds {outcome.stages}",
               flush=True)
         for detail in entry["details"][:12]:
             print(f"    {detail}", flush=True)

@@ -8,6 +8,8 @@ Invariants:
       job ended on its own (a fatal error it took, or a crash), else the signal we sent. The
       checker judges exits; this module only records them.
     * Healing a fault always leaves the brokers answering and the job running again.
+    * Topic faults never take a record from a group: partitions are only added, and a log
+      start moves only below every group's commit and below what the runs cover.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from bench.torture.readers import read_runs
+from bench.torture.workload import committed_offsets
 from pipelines.clusters import EmbeddedClusters
 
 
@@ -142,3 +149,31 @@ def apply(fault_kind: str, target: str, hold_s: float, jobs: dict[str, Job],
     time.sleep(hold_s)  # down this long before the restart
     job.start()
     return ended
+
+
+def add_partitions(bootstrap: str, topic: str, added: int) -> None:
+    """Partitions added to a topic while it is written, read and replicated."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    now = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+    admin.create_partitions([NewPartitions(topic, now + added)])[topic].result(60)
+
+
+def delete_records(bootstrap: str, topic: str, flow: str, ledger: Path,
+                   groups: list[str]) -> None:
+    """Move the log start of an original topic's partitions (as retention would), only below
+    what every group has committed there and what the flow's runs cover: nothing a group still
+    has to read is deleted."""
+    covered: dict[int, int] = {}
+    for r in read_runs(ledger):
+        if r.flow == flow and r.topic == topic:
+            covered[r.partition] = max(covered.get(r.partition, 0), r.u + r.n)
+    commits = [committed_offsets(bootstrap, g) for g in groups]
+    cut = []
+    for p, end in covered.items():
+        safe = min([end, *(c.get((topic, p), 0) for c in commits)])
+        if safe > 0:
+            cut.append(TopicPartition(topic, p, safe))
+    if cut:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        for f in admin.delete_records(cut, request_timeout=30).values():
+            f.result(60)

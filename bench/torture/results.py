@@ -28,6 +28,7 @@ def line(outcome: Outcome, commit: str) -> dict:
         "records_produced": rep.produced, "records_aborted": rep.aborted,
         "records_read": outcome.read, "anomalies": rep.anomalies,
         "details": rep.details[:40], "harness_errors": outcome.harness_errors,
+        "stages": outcome.stages,
     }
 
 

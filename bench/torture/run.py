@@ -19,14 +19,13 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.torture import checker, faults, ops
 from bench.torture.history import History
 from bench.torture.moves import Moves
 from bench.torture.prepare import config_file, groups_empty, wait_topics
-from bench.torture.readers import end_offsets, read_runs
+from bench.torture.readers import end_offsets
 from bench.torture.workload import GroupSession, Read, TopicProducer, committed_offsets
 from ledger.config import config_from_mapping
 from pipelines.clusters import EmbeddedClusters
@@ -43,6 +42,7 @@ class Outcome:
     read: int = 0
     seconds: float = 0.0
     harness_errors: list[str] = field(default_factory=list)
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 class HistoryRun(Moves):
@@ -58,6 +58,8 @@ class HistoryRun(Moves):
         self.calls: list[ops.Call] = []
         self.readiness: list[str] = []
         self.harness: list[str] = []  # the torture test's own failures, never anomalies
+        self.stages: dict[str, float] = {}
+        self._stage_at = time.monotonic()
         self.fault_log: list[tuple[str, str]] = []
         self.operations: dict[str, int] = {}
         self.faults: dict[str, int] = {}
@@ -111,35 +113,16 @@ class HistoryRun(Moves):
         if any(s.pid is None for s in self.clusters.status()):
             self.clusters.up()
 
-    def grow(self, target: str) -> None:
-        """Partitions added to a topic while it is written, read and replicated."""
-        alias, index, added = target.split("/")
+    def topic_fault(self, kind: str, target: str) -> None:
+        """``add_partitions`` or ``delete_records`` on ``<cluster>/<topic index>[/<added>]``."""
+        alias, index, *added = target.split("/")
         topic = self.h.topics[int(index) % len(self.h.topics)].name
-        admin = AdminClient({"bootstrap.servers": self.bootstraps[alias], "log_level": 0})
-        now = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
-        admin.create_partitions([NewPartitions(topic, now + int(added))])[topic].result(60)
-
-    def delete_records(self, target: str) -> None:
-        """Move the log start of an original topic's partitions (as retention would), only
-        below what every group has committed there and what the runs cover: nothing a group
-        still has to read is deleted."""
-        alias, index = target.split("/")
-        topic = self.h.topics[int(index) % len(self.h.topics)].name
-        flow = f"{alias}->{'B' if alias == 'P' else 'P'}"
-        covered: dict[int, int] = {}
-        for r in read_runs(self.workdir / "ledger"):
-            if r.flow == flow and r.topic == topic:
-                covered[r.partition] = max(covered.get(r.partition, 0), r.u + r.n)
-        commits = [committed_offsets(self.bootstraps[alias], g.name) for g in self.h.groups]
-        cut = []
-        for p, end in covered.items():
-            safe = min([end, *(c.get((topic, p), 0) for c in commits)])
-            if safe > 0:
-                cut.append(TopicPartition(topic, p, safe))
-        if cut:
-            admin = AdminClient({"bootstrap.servers": self.bootstraps[alias], "log_level": 0})
-            for f in admin.delete_records(cut, request_timeout=30).values():
-                f.result(60)
+        if kind == "add_partitions":
+            faults.add_partitions(self.bootstraps[alias], topic, int(added[0]))
+        else:
+            faults.delete_records(self.bootstraps[alias], topic,
+                                  f"{alias}->{'B' if alias == 'P' else 'P'}",
+                                  self.workdir / "ledger", [g.name for g in self.h.groups])
 
     def faults_during(self, phase) -> None:
         started = time.monotonic()
@@ -148,10 +131,8 @@ class HistoryRun(Moves):
             self.heal()
             self.fault_log.append((f.kind, f.target))
             self.count(self.faults, f.kind)
-            if f.kind == "add_partitions":
-                self.grow(f.target)
-            elif f.kind == "delete_records":
-                self.delete_records(f.target)
+            if f.kind in ("add_partitions", "delete_records"):
+                self.topic_fault(f.kind, f.target)
             else:
                 faults.apply(f.kind, f.target, f.hold_s, self.jobs, self.clusters)
         time.sleep(max(0.0, phase.consume_s - (time.monotonic() - started)))
@@ -239,6 +220,7 @@ class HistoryRun(Moves):
             for p in self.producers:
                 p.start()
                 p.move_to("P")
+            self.stage("setup")
             here = "P"
             for phase in h.phases:
                 here = self.phase(phase, here)
@@ -247,16 +229,21 @@ class HistoryRun(Moves):
                 time.sleep(h.final_consume_s)  # the history's last stretch of reading
             finally:
                 self.stop_sessions(sessions)
+            self.stage("moves")
             for p in self.producers:
                 p.stop()
             self.heal()
             self.wait_caught_up()
+            self.stage("caught_up")
             expected = checker.committed_ids(self.bootstraps, [t.name for t in h.topics])
             self.drain(here, expected)
+            self.stage("drain")
             for job in self.jobs.values():
                 if job.reap() is None and job.alive():
                     job.signal(signal.SIGTERM)
+            self.stage("stop")
             report = checker.check(self.evidence())
+            self.stage("check")
             acked = sum(p.produced for p in self.producers)
             deleted = any(kind == "delete_records" for kind, _ in self.fault_log)
             aborted = sum(p.aborted for p in self.producers)
@@ -278,10 +265,15 @@ class HistoryRun(Moves):
                 job.resume()
                 job.ensure_stopped()
             self.clusters.down()
-        out = Outcome(h, report, self.operations, self.faults,
-                      sum(len(v) for v in self.processed.values()),
-                      time.monotonic() - started, outcome_errors)
-        return out
+        return Outcome(h, report, self.operations, self.faults,
+                       sum(len(v) for v in self.processed.values()),
+                       time.monotonic() - started, outcome_errors, self.stages)
+
+    def stage(self, name: str) -> None:
+        """Seconds since the previous stage ended (where a history's time goes)."""
+        now = time.monotonic()
+        self.stages[name] = round(now - self._stage_at, 1)
+        self._stage_at = now
 
     def evidence(self) -> checker.Evidence:
         exits = [e for job in self.jobs.values() for e in job.exits]
