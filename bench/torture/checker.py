@@ -18,7 +18,8 @@ Anomaly kinds (each a count per history, with details):
                      committed records (the tail included, once replication caught up)
     not_ready        a move refused or waited out its bound although every fault was healed;
                      replication not caught up within the bound after the faults stopped
-    status_disagrees status said ready and the move said not ready, or the reverse
+    status_disagrees status said ready and the move said not ready (exit 3) or could not
+                     translate (exit 4), or status never said ready and the move succeeded
     silent_exit      a job or verb exited nonzero (not by our kill -9) without an error: line
     traceback        a Python traceback in any job's or verb's output
     job_died         a long-running job ended by itself (it must outlive transient faults)

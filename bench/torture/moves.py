@@ -59,8 +59,9 @@ class Moves:
         if call.returncode == 0 and not status_ready:
             self.readiness.append(f"status_disagrees: {verb} {flow} ready, {waited}: "
                                   f"{status.stdout[-300:]}")
-        elif call.returncode == 3 and status_ready:
-            self.readiness.append(f"status_disagrees: {waited}, {verb} {flow} rc 3: {last}")
+        elif call.returncode in (3, 4) and status_ready:  # not ready / cannot translate
+            self.readiness.append(f"status_disagrees: {waited}, {verb} {flow} rc "
+                                  f"{call.returncode}: {last}")
         elif call.returncode != 0:
             self.readiness.append(f"not_ready: {verb} {flow} rc {call.returncode} ({waited}): "
                                   f"{last}")
