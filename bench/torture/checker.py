@@ -152,19 +152,25 @@ def _disaster_rereads(ev: Evidence, group: str,
                       on_p: dict[str, dict[int, dict[int, str]]]) -> set[str]:
     """The documented re-reads of a disaster failover (README, "Failover on disaster"): what
     the group processed on P after the commits ``checkpoint`` had recorded, i.e. the records
-    between each resume point's source offset (read from ``resume_points``) and the group's
-    real commit when P died."""
+    between each resume point's source offset (read from ``resume_points``; a partition resumed
+    at its log start, from 0) and the group's real commit when P died."""
     ids: set[str] = set()
     for g, operation, committed in ev.disasters:
         if g != group:
             continue
         for row in read_resume_points(ev.ledger, operation):
-            if row["source_cluster"] != "P" or row["source_offset"] is None:
+            if row["source_offset"] is None:
+                # No translated checkpoint recorded: the partition starts at its log start on
+                # B, so what the group processed on P below its real commit is read again.
+                topic = row["topic"]
+                key = (topic[2:] if topic.startswith("P.") else f"B.{topic}", row["partition"])
+                start = 0
+            elif row["source_cluster"] == "P":
+                key, start = (row["source_topic"], row["partition"]), row["source_offset"]
+            else:
                 continue
-            key = (row["source_topic"], row["partition"])
             records = on_p.get(key[0], {}).get(key[1], {})
-            ids |= {records[o] for o in range(row["source_offset"], committed.get(key, 0))
-                    if o in records}
+            ids |= {records[o] for o in range(start, committed.get(key, 0)) if o in records}
     return ids
 
 
@@ -256,8 +262,9 @@ def _check_outputs(rep: Report, ev: Evidence) -> None:
             # default action, -15/-2, is no anomaly; a traceback still is.)
             rep.add("unclean_stop", f"{ended.job} after {ended.signal_sent}: rc "
                     f"{ended.returncode}: {said}")
-        sent = -getattr(signal, ended.signal_sent or "SIGKILL")
-        if ended.returncode not in (0, -9, sent) and not has_error:
+        sent = getattr(signal, ended.signal_sent or "SIGKILL")
+        # killed by the signal we sent, or exited 128 + its number (a shell's convention)
+        if ended.returncode not in (0, -9, -sent, 128 + sent) and not has_error:
             rep.add("silent_exit", f"{ended.job} rc {ended.returncode} without an error: line: "
                     f"{tail}")
     for call in ev.calls:
