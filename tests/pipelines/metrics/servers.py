@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from pipelines.clusters import _die_with_parent, free_port
+from pipelines.clusters import free_port
+from pipelines.passes import die_with_parent
 
 
 def binary(name: str) -> str:
@@ -42,7 +43,7 @@ class Server:
         self.log = log
         with log.open("wb") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=die_with_parent)
         wait_for(lambda: self._ready(ready_path), 60, f"{argv[0]} ready on {self.url}",
                  lambda: log.read_text()[-2000:])
 
@@ -142,7 +143,7 @@ class Job:
         self.log = log
         with log.open("wb") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                         cwd=cwd, preexec_fn=_die_with_parent)
+                                         cwd=cwd, preexec_fn=die_with_parent)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
