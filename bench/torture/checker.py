@@ -158,17 +158,14 @@ def _disaster_rereads(ev: Evidence, group: str,
     for g, operation, committed in ev.disasters:
         if g != group:
             continue
+        # A partition without a translated checkpoint (none recorded, or never replicated
+        # before P died: --allow-untranslatable) starts at its log start on B, so what the
+        # group processed on P below its real commit is read again: start 0.
+        starts = dict.fromkeys(committed, 0)
         for row in read_resume_points(ev.ledger, operation):
-            if row["source_offset"] is None:
-                # No translated checkpoint recorded: the partition starts at its log start on
-                # B, so what the group processed on P below its real commit is read again.
-                topic = row["topic"]
-                key = (topic[2:] if topic.startswith("P.") else f"B.{topic}", row["partition"])
-                start = 0
-            elif row["source_cluster"] == "P":
-                key, start = (row["source_topic"], row["partition"]), row["source_offset"]
-            else:
-                continue
+            if row["source_offset"] is not None and row["source_cluster"] == "P":
+                starts[(row["source_topic"], row["partition"])] = row["source_offset"]
+        for key, start in starts.items():
             records = on_p.get(key[0], {}).get(key[1], {})
             ids |= {records[o] for o in range(start, committed.get(key, 0)) if o in records}
     return ids
