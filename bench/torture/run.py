@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import time
@@ -98,10 +99,22 @@ class HistoryRun(Moves):
         return sessions
 
     def stop_sessions(self, sessions: list[GroupSession]) -> None:
-        for s in sessions:
-            result = s.stop()
-            self.sessions[result.group].append(result.reads)
-            self.processed[result.group].extend(result.processed)
+        """Each session's reads kept (and written to ``sessions.jsonl`` in the history's
+        folder, to replay a judgement); a session still running is a harness error."""
+        with (self.workdir / "sessions.jsonl").open("a") as out:
+            for s in sessions:
+                result = s.stop()
+                if s.is_alive():
+                    self.harness.append(f"a session of {result.group} on {result.cluster} "
+                                        "still ran 180 s after its stop")
+                self.sessions[result.group].append(result.reads)
+                self.processed[result.group].extend(result.processed)
+                out.write(json.dumps({
+                    "group": result.group, "cluster": result.cluster, "at": time.time(),
+                    "commits": result.commits, "errors": result.errors,
+                    "processed": len(result.processed),
+                    "reads": [[r.topic, r.partition, r.offset, r.rid] for r in result.reads],
+                }) + "\n")
 
     # --- faults and jobs -----------------------------------------------------------------
 
