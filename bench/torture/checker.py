@@ -5,8 +5,8 @@ Anomaly kinds (each a count per history, with details):
     lost             a record committed on a source never processed by a group that moved
     duplicate        a record processed twice by a group with no duplicate copy in a replica
                      to explain it (documented bound: 0 with reverse checkpointing; after a
-                     disaster failover, what the group processed on P past the commits
-                     ``checkpoint`` recorded, as the README's disaster runbook says), or
+                     disaster failover, what the group processed on P whose copy on B lies
+                     at or after the resume point written there: README, disaster), or
                      duplicate copies in a replica above the documented bound: 0 exactly-once
                      (read_committed), at-least-once one commit interval of the flow's records
                      per crash of the replicator (kill -9, SIGINT to its group, broker fault)
@@ -108,6 +108,7 @@ def check(ev: Evidence) -> Report:
     rep.produced, rep.aborted = len(expected), len(aborted)
     replica_dups: set[str] = set()
     on_p: dict[str, dict[int, dict[int, str]]] = {t: source[("P", t)] for t in ev.topics}
+    on_b: dict[str, dict[int, dict[int, str]]] = {t: source[("B", t)] for t in ev.topics}
     runs = read_runs(ev.ledger)
     for alias in ("P", "B"):
         flow = f"{alias}->{other[alias]}"
@@ -116,8 +117,7 @@ def check(ev: Evidence) -> Report:
             target = ev.bootstraps[other[alias]]
             every = read_topic(target, f"{alias}.{topic}", committed=False)
             good = read_topic(target, f"{alias}.{topic}", committed=True)
-            if other[alias] == "P":
-                on_p[f"{alias}.{topic}"] = every
+            (on_p if other[alias] == "P" else on_b)[f"{alias}.{topic}"] = every
             counts = Counter(i for part in good.values() for i in part.values())
             replica_dups |= {i for i, c in counts.items() if c > 1}
             extra += sum(c - 1 for c in counts.values())
@@ -139,7 +139,7 @@ def check(ev: Evidence) -> Report:
             rep.add("duplicate", f"{flow}: {extra} duplicate copies visible to read_committed "
                     f"readers, bound {bound} ({ev.mode}, {crashes} crash(es))", extra - bound)
     for group, processed in ev.processed.items():
-        allowed = replica_dups | _disaster_rereads(ev, group, on_p)
+        allowed = replica_dups | _disaster_rereads(ev, group, on_p, on_b)
         _check_group(rep, group, processed, ev.reads[group], expected, aborted, allowed)
     for detail in ev.readiness:
         kind, _, text = detail.partition(": ")
@@ -148,26 +148,25 @@ def check(ev: Evidence) -> Report:
     return rep
 
 
-def _disaster_rereads(ev: Evidence, group: str,
-                      on_p: dict[str, dict[int, dict[int, str]]]) -> set[str]:
-    """The documented re-reads of a disaster failover (README, "Failover on disaster"): what
-    the group processed on P after the commits ``checkpoint`` had recorded, i.e. the records
-    between each resume point's source offset (read from ``resume_points``; a partition resumed
-    at its log start, from 0) and the group's real commit when P died."""
+def _disaster_rereads(ev: Evidence, group: str, on_p: dict[str, dict[int, dict[int, str]]],
+                      on_b: dict[str, dict[int, dict[int, str]]]) -> set[str]:
+    """The documented re-reads of a disaster failover (README, "Failover on disaster": only
+    what was replicated, and recorded by ``checkpoint``, before P died can be resumed from):
+    every record the group processed on P below its real commit when P died whose copy on B
+    lies at or after the offset the failover wrote there (``resume_points``; a partition with
+    no row, as ``--allow-untranslatable`` leaves it, from its log start)."""
     ids: set[str] = set()
     for g, operation, committed in ev.disasters:
         if g != group:
             continue
-        # A partition without a translated checkpoint (none recorded, or never replicated
-        # before P died: --allow-untranslatable) starts at its log start on B, so what the
-        # group processed on P below its real commit is read again: start 0.
-        starts = dict.fromkeys(committed, 0)
-        for row in read_resume_points(ev.ledger, operation):
-            if row["source_offset"] is not None and row["source_cluster"] == "P":
-                starts[(row["source_topic"], row["partition"])] = row["source_offset"]
-        for key, start in starts.items():
-            records = on_p.get(key[0], {}).get(key[1], {})
-            ids |= {records[o] for o in range(start, committed.get(key, 0)) if o in records}
+        below = {on_p.get(t, {}).get(p, {}).get(o) for (t, p), c in committed.items()
+                 for o in range(c)}
+        resume = {(r["topic"], r["partition"]): r["offset"]
+                  for r in read_resume_points(ev.ledger, operation) if r["cluster"] == "B"}
+        for topic, parts in on_b.items():
+            for part, records in parts.items():
+                start = resume.get((topic, part), 0)
+                ids |= {i for o, i in records.items() if o >= start and i in below}
     return ids
 
 
