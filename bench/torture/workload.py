@@ -7,7 +7,9 @@ Invariants:
     * A group counts a record as *processed* only if its session committed an offset past it
       (read back from the broker after the session closed): what a group re-reads after a stop
       without a commit is a normal at-least-once re-read, not a duplicate.
-    * Only one session per group runs at a time, so a group never rebalances between members.
+    * Only one session per group runs at a time, so a group never rebalances between members
+      (it may rebalance alone, when a subscribed topic gains partitions: the records it then
+      reads again from its committed offset count once per session).
 """
 
 from __future__ import annotations
@@ -288,5 +290,8 @@ class GroupSession(threading.Thread):
             self.result.errors.append(f"committed offsets: {exc}")
             time.sleep(1)
             committed = committed_offsets(self.bootstrap, self.spec.name)
-        self.result.processed = [r for r in self.result.reads
+        # A position read twice in one session (the consumer re-fetched from the committed
+        # offset after a rebalance, e.g. when partitions were added) is one record processed.
+        once = {(r.topic, r.partition, r.offset): r for r in self.result.reads}
+        self.result.processed = [r for r in once.values()
                                  if r.offset < committed.get((r.topic, r.partition), -1)]
