@@ -139,7 +139,7 @@ def check(ev: Evidence) -> Report:
             rep.add("duplicate", f"{flow}: {extra} duplicate copies visible to read_committed "
                     f"readers, bound {bound} ({ev.mode}, {crashes} crash(es))", extra - bound)
     for group, processed in ev.processed.items():
-        allowed = replica_dups | _disaster_rereads(ev, group, on_p, on_b)
+        allowed = replica_dups | _disaster_rereads(ev, group, on_b)
         _check_group(rep, group, processed, ev.reads[group], expected, aborted, allowed)
     for detail in ev.readiness:
         kind, _, text = detail.partition(": ")
@@ -148,7 +148,7 @@ def check(ev: Evidence) -> Report:
     return rep
 
 
-def _disaster_rereads(ev: Evidence, group: str, on_p: dict[str, dict[int, dict[int, str]]],
+def _disaster_rereads(ev: Evidence, group: str,
                       on_b: dict[str, dict[int, dict[int, str]]]) -> set[str]:
     """The documented re-reads of a disaster failover (README, "Failover on disaster": only
     what was replicated, and recorded by ``checkpoint``, before P died can be resumed from):
@@ -159,8 +159,9 @@ def _disaster_rereads(ev: Evidence, group: str, on_p: dict[str, dict[int, dict[i
     for g, operation, committed in ev.disasters:
         if g != group:
             continue
-        below = {on_p.get(t, {}).get(p, {}).get(o) for (t, p), c in committed.items()
-                 for o in range(c)}
+        # from the group's own reads (a log start moved later may have deleted them on P)
+        below = {r.rid for r in ev.processed.get(group, []) if r.cluster == "P"
+                 and r.offset < committed.get((r.topic, r.partition), 0)}
         resume = {(r["topic"], r["partition"]): r["offset"]
                   for r in read_resume_points(ev.ledger, operation) if r["cluster"] == "B"}
         for topic, parts in on_b.items():
