@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from ledger.config import Config, FlowConfig
 from ledger.engine import LedgerEngine, literals
-from ledger.records import ProgressRecord
+from ledger.records import CheckpointRecord, ProgressRecord
 from ledger.schemas import REPLICATION_PROGRESS
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
@@ -143,6 +143,38 @@ def assess(config: Config, engine: LedgerEngine | Ledger, source: str, needs: li
                                               or c.committed == gaps[key][1]):
                 c.committed_left = left[key]
     return out
+
+
+def empty_before_runs(config: Config, source: str, checkpoints: Iterable[CheckpointRecord],
+                      stores: Mapping[str, OffsetSyncStore]) -> dict[tuple[str, str, int], int]:
+    """Forward commits before the first run where nothing committed lies in between.
+
+    ``{(direction, topic, partition): replica offset}``: the copy of the first run's first
+    record, where the group resumes. Only commits at or above the partition's log start count
+    (below it, records the group never read are gone: that stays "cannot translate")::
+
+        upstream   0 1 2 3 4 (aborted) 5 (marker) | 6 7 8 ...    group committed 0
+        runs                                       (u=6, d=0, n=3)    -> resumes at d = 0
+    """
+    first: dict[tuple[str, int], tuple[int, int, int]] = {}  # -> (lowest commit, u, d)
+    for cp in checkpoints:
+        if cp.translated or cp.direction != FORWARD or cp.flow not in stores:
+            continue
+        runs = stores[cp.flow].runs.get((cp.source_topic, cp.partition)) or []
+        if not runs:
+            continue
+        run = min(runs, key=lambda r: r.upstream_offset)
+        key = (cp.source_topic, cp.partition)
+        if cp.source_offset < run.upstream_offset:
+            low = min(cp.source_offset, first.get(key, (cp.source_offset,))[0])
+            first[key] = (low, run.upstream_offset, run.downstream_offset)
+    if not first:
+        return {}
+    cluster = config.cluster(source)
+    starts = kafka_offsets.list_offsets(cluster, "earliest", set(first))
+    ranges = {k: (c, u) for k, (c, u, _) in first.items() if c >= starts.get(k, c + 1)}
+    left = kafka_admin.committed_records_between(cluster, ranges) if ranges else {}
+    return {(FORWARD, t, p): first[(t, p)][2] for (t, p), has in left.items() if has is False}
 
 
 class CoverageCheck:

@@ -58,7 +58,7 @@ from pipelines.checkpoint.engine import (
     utcnow,
 )
 from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
-from pipelines.checkpoint.readiness import CoverageCheck, replication_lag
+from pipelines.checkpoint.readiness import CoverageCheck, empty_before_runs, replication_lag
 from pipelines.checkpoint.report import render, translation_rows
 from pipelines.failover import cutoff as cutoffs
 from pipelines.failover import evidence
@@ -292,9 +292,15 @@ class Mover:
             log_starts = {(cp.direction, cp.source_topic, cp.partition)
                           for cp in plan.result.checkpoints
                           if not cp.translated and cp.source_offset == 0}
-        at_start = {(cp.group_id, cp.target_topic, cp.partition)
+        # Partition -> where its groups start on Y: the log start (None), or the first run's
+        # copy when only aborted records and markers lie between the commit and that run.
+        first_copies = (empty_before_runs(self.config, source, plan.result.checkpoints,
+                                          plan.stores) if live else {})
+        at_start = {(cp.group_id, cp.target_topic, cp.partition):
+                    first_copies.get((cp.direction, cp.source_topic, cp.partition))
                     for cp in plan.result.checkpoints if not cp.translated
-                    and (cp.direction, cp.source_topic, cp.partition) in log_starts}
+                    and ((cp.direction, cp.source_topic, cp.partition) in log_starts
+                         or (cp.direction, cp.source_topic, cp.partition) in first_copies)}
         self.check_plan(plan, groups, source, live, options, at_start)
         latest = options.cutoff and self.config.prefixless
         operation_ids = {g: f"{kind}-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
@@ -316,7 +322,7 @@ class Mover:
                 self.write_latest(plan, result, operation_ids, kind)
             written = {(w.group_id, w.topic, w.partition) for w in result.writes} | {
                 (cp.group_id, cp.target_topic, cp.partition) for cp, _ in result.skipped}
-            starts = self.start_offsets(groups, target, subscribe, written - at_start,
+            starts = self.start_offsets(groups, target, subscribe, written - set(at_start),
                                         at_start)
             self.write_starts(starts, operation_ids, kind, target)
             evidence.record(self.engine, self.config, result.checkpoints, operation_ids,
@@ -333,11 +339,12 @@ class Mover:
 
     def check_plan(self, plan: CheckpointPlan, groups: list[str], source: str, live: bool,
                    options: MoveOptions,
-                   at_start: set[tuple[str, str, int]] = frozenset()) -> None:
+                   at_start: Mapping[tuple[str, str, int], int | None] | None = None) -> None:
         """Refuse groups without commits and partitions without a translation.
 
-        ``at_start`` (``{(group, target topic, partition)}``): partitions with nothing before
-        the commit to copy (``CommitCoverage.from_log_start``); they resume at the log start.
+        ``at_start`` (``{(group, target topic, partition): offset or None}``): partitions with
+        nothing before the commit to copy (``CommitCoverage.from_log_start``, or only aborted
+        records before the first run); they resume at that offset or the log start.
         """
         committed = {c.group_id for c in plan.result.source_commits}
         missing = [g for g in groups if g not in committed]
@@ -346,7 +353,7 @@ class Mover:
                 f"group(s) {', '.join(missing)} have no committed offsets on {source}"
                 + ("" if live else " recorded in the ledger"))
         untranslatable = [cp for cp in plan.result.checkpoints if not cp.translated
-                          and (cp.group_id, cp.target_topic, cp.partition) not in at_start]
+                          and (cp.group_id, cp.target_topic, cp.partition) not in (at_start or {})]
         if untranslatable and not options.allow_untranslatable:
             raise UntranslatableError(
                 f"{len(untranslatable)} partition(s) of group(s) "
@@ -390,15 +397,18 @@ class Mover:
 
     def start_offsets(self, groups: list[str], target: str, subscribe: dict[str, list[str]],
                       written: set[tuple[str, str, int]],
-                      at_start: set[tuple[str, str, int]] = frozenset()) -> list[OffsetWrite]:
+                      at_start: Mapping[tuple[str, str, int], int | None] | None = None,
+                      ) -> list[OffsetWrite]:
         """Offsets at the log start for subscribed partitions where a group has nothing on Y.
 
         Such a partition holds only what producers wrote on the target cluster itself (or
         replicated records the group never consumed on X): it starts at the beginning, whatever
         its ``auto.offset.reset``, so nothing is skipped. ``at_start`` partitions (the group
-        committed on X where nothing before its commit is left to copy) start there too, even
-        when not subscribed by name (never rewinding an offset the group has on Y).
+        committed on X where nothing before its commit is left to copy) start there too, or at
+        the offset given (the first run's copy), even when not subscribed by name (never
+        rewinding an offset the group has on Y).
         """
+        at_start = at_start or {}
         cluster = self.config.cluster(target)
         topics = kafka_admin.list_topics(cluster)
         named = {t for names in subscribe.values() for t in names} | {t for _, t, _ in at_start}
@@ -408,10 +418,13 @@ class Mover:
         for group in groups:
             existing = kafka_offsets.list_offsets(cluster, "committed", group=group)
             for (topic, partition), low in sorted(lows.items()):
-                wanted = topic in subscribe[group] or (group, topic, partition) in at_start
-                if (wanted and (topic, partition) not in existing
-                        and (group, topic, partition) not in written):
-                    writes.append(OffsetWrite(group, topic, partition, low, None, None))
+                key = (group, topic, partition)
+                wanted = topic in subscribe[group] or key in at_start
+                if wanted and (topic, partition) not in existing and key not in written:
+                    offset = at_start.get(key)
+                    writes.append(OffsetWrite(group, topic, partition,
+                                              low if offset is None else max(low, offset),
+                                              None, None))
         return writes
 
     def write_starts(self, starts: list[OffsetWrite], operation_ids: dict[str, str], kind: str,

@@ -157,10 +157,6 @@ def test_checkpoint_job_outlives_a_broker_restart(own_pair, tmp_path):
             _stop(job)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35 (torture seed 3003 alo): a group committed at "
-                   "the log start of a partition that begins with an aborted transaction is "
-                   "untranslatable ('offset 0 ... is before the first replicated record') while "
-                   "status says ready: failover exits 4")
 def test_failover_of_a_commit_before_an_aborted_transaction(make_config, unique, tmp_path):
     """Nothing committed lies before the first run (only aborted records and a marker), so
     the group's offset 0 is covered and resumes at the first run's copy."""
