@@ -56,3 +56,12 @@ def add_flow_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--flow", default=None, help=f"{help_text}, quoted: 'P->B'")
     parser.add_argument("--source", default=None, help="the flow's source alias (with --target)")
     parser.add_argument("--target", default=None, help="the flow's target alias (with --source)")
+
+
+def add_startup_wait(parser: argparse.ArgumentParser, default: float) -> None:
+    """``--startup-wait S``: how long a continuous job waits for a restarting cluster."""
+    parser.add_argument(
+        "--startup-wait", type=float, default=default, metavar="S",
+        help="without --once: seconds to wait for a cluster that does not answer at the start "
+             f"(a broker restarting while a supervisor restarts this job; default {default:g}); "
+             "credentials, TLS and ACL errors fail at once")

@@ -15,11 +15,16 @@ Invariants:
       named unreachable in milliseconds, a slow but live one is given the whole timeout. The
       error is classified as every Kafka error is (``pipelines.kafka_errors``: unreachable,
       authentication, TLS, ...), never "unreachable" for a wrong password.
+    * A continuous job (``replicate`` streaming, ``checkpoint``, ``ingest mm2`` without
+      ``--once``) started while a cluster restarts waits for it (:func:`await_reachable`, at
+      most ``--startup-wait`` seconds, one warning line); any other kind of failure is raised
+      at once, and ``--once`` never waits: its caller (a scheduler) wants the answer.
     * Messages name the cluster alias and its bootstrap servers, never other properties.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 
@@ -29,7 +34,11 @@ from confluent_kafka.admin import AdminClient
 from ledger.config import ClusterConfig, Config, ConfigError, FlowConfig
 from pipelines import kafka_admin, kafka_errors
 
+log = logging.getLogger(__name__)
+
 PROBE_TIMEOUT_S = 5.0
+STARTUP_WAIT_S = 120.0
+"""How long a continuous job started during a broker restart waits for the cluster."""
 """A live cluster answers a metadata request well within this; a dead one is told at once."""
 
 FATAL = {KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION, KafkaError._SSL,
@@ -63,6 +72,30 @@ def check_reachable(cluster: ClusterConfig, timeout: float = PROBE_TIMEOUT_S) ->
             failed = KafkaException(down[-1])
         if down or watch.cause() is not None or time.monotonic() >= deadline:
             raise kafka_admin.failure(cluster, failed, client) from None
+
+
+def await_reachable(cluster: ClusterConfig, wait_s: float,
+                    timeout: float = PROBE_TIMEOUT_S) -> None:
+    """:func:`check_reachable`, probed again for up to ``wait_s`` while the cluster is
+    *unreachable* (a supervisor restarted the job during a broker restart: torture finding F5);
+    credentials, TLS or any other kind fail at once, and so does the last probe's cause."""
+    deadline = time.monotonic() + wait_s
+    warned = False
+    while True:
+        try:
+            check_reachable(cluster, timeout)
+        except kafka_errors.KafkaAccessError as exc:
+            left = deadline - time.monotonic()
+            if exc.kind != kafka_errors.UNREACHABLE or left <= 0:
+                raise
+            if not warned:
+                log.warning("%s; waiting up to %.0fs for it (--startup-wait)", exc, left)
+                warned = True
+            time.sleep(min(1.0, left))  # a retry back-off, not a synchronisation
+        else:
+            if warned:
+                log.warning("cluster %s answers again", cluster.alias)
+            return
 
 
 def check_groups(flow: FlowConfig, groups: Iterable[str]) -> None:

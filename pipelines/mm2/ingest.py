@@ -53,9 +53,10 @@ from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, REPLICATION_PROGRESS, spar
 from ledger.tables import Ledger
 from ledger.writer import WRITTEN_AT_STEP
 from pipelines import kafka_errors, kafka_offsets
-from pipelines.args import add_flow_arguments
+from pipelines.args import add_flow_arguments, add_startup_wait
 from pipelines.kafka_errors import KafkaAccessError
 from pipelines.mm2 import formats
+from pipelines.preflight import STARTUP_WAIT_S
 
 log = logging.getLogger(__name__)
 
@@ -391,6 +392,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--connect-offsets-topic", default=None,
                         help="MM2's Connect offsets topic on the target (offset.storage.topic; "
                              "default mm2-offsets.<source>.internal)")
+    add_startup_wait(parser, STARTUP_WAIT_S)
     parser.add_argument("--max-passes", type=int, default=None, help=argparse.SUPPRESS)
 
 
@@ -403,7 +405,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if wants_supervisor(args):  # the passes run in a child, started again after a crash
         return supervise("ingest mm2", args._argv)
     for alias in (flow.source, flow.target):  # a wrong password or TLS problem too
-        preflight.check_reachable(config.cluster(alias))
+        preflight.await_reachable(config.cluster(alias), 0.0 if args.once else args.startup_wait)
     spark = get_spark("offset-ledger-ingest-mm2")
     every = args.interval if args.interval is not None else max(
         1, config.emit_checkpoints_interval_seconds)

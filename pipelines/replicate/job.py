@@ -1,6 +1,6 @@
 """``offset-ledger replicate --flow 'P->B' [--once]``: copy a flow's topics and record every run.
 
-Two engines. ``--once`` (and ``--mode batch``): the driver (``replicator.FlowReplicator``)
+Two drivers. ``--once``: the driver (``replicator.FlowReplicator``)
 plans each batch from the ledger and the clusters (``plan``, ``state``): per source partition,
 the next upstream offset is where the recorded runs of the current epoch end, and a batch is a
 set of bounded ranges ``(topic, partition, from, to)``. Copy tasks run the ranges
@@ -67,12 +67,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ledger.config import Config, reload_config
+from ledger.config import Config, ConfigError, reload_config
 from ledger.errors import first_line
 from ledger.policy import ReplicationPolicy
-from pipelines import metrics
+from pipelines import metrics, preflight
 from pipelines.acls import sync as acl_sync
-from pipelines.args import add_flow_arguments
+from pipelines.args import add_flow_arguments, add_startup_wait
 from pipelines.kafka_offsets import list_offsets
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
 from pipelines.passes import stop_on_signals
@@ -96,7 +96,6 @@ log = logging.getLogger(__name__)
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_REFRESH_S = 300.0
 DEFAULT_UNTIL_TIMEOUT_S = 120.0
-MODES = ("stream", "batch")
 TP = plan.TP
 
 
@@ -178,66 +177,53 @@ def _replicate_until(replicator: FlowReplicator, until: dict[TP, int], timeout_s
 def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
                            interval_s: float = DEFAULT_INTERVAL_S,
                            refresh_s: float = DEFAULT_REFRESH_S,
-                           max_records_per_batch: int | None = None,
                            stop: threading.Event | None = None,
                            executor: str = "auto", mode: str = "stream",
                            commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
                            exactly_once: bool | None = None,
                            on_commit: Observer | None = None,
                            observer: ReplicationObserver | None = None,
-                           ledger_writes: str = "auto") -> ReplicationResult:
-    """Run the flow until stopped (``stop`` set, or the process ends).
+                           ledger_writes: str = "auto",
+                           startup_wait_s: float = preflight.STARTUP_WAIT_S,
+                           ) -> ReplicationResult:
+    """Stream the flow until stopped (``stop`` set, or the process ends).
 
-    ``mode="stream"`` (default): long-running copy tasks copy records as they arrive and the
-    driver records their runs every ``commit_interval_s`` (``streaming``); ``interval_s`` is
-    the period of heartbeats and housekeeping; ``exactly_once`` (None: the configuration's
-    ``exactly.once.enabled``) makes the copy transactional; ``on_commit`` is called after each
-    Delta commit with a :class:`~pipelines.replicate.channel.RecordedCommit`.
-
-    ``mode="batch"``: the loop of bounded batches, one every ``interval_s`` when caught up
-    (or at once while the previous batch was cut by its bounds).
-
-    In both, every ``refresh_s`` the configuration file is read again (allowlists), topics are
-    re-selected and replicas created, grown and configured. ``observer`` (metrics) sees every
-    recorded commit or batch and every measurement of the source's end offsets.
-    ``ledger_writes="spark"`` commits through Spark as a catalog ledger does.
+    Long-running copy tasks copy records as they arrive and the driver records their runs every
+    ``commit_interval_s`` (``streaming``); ``interval_s`` is the period of heartbeats and
+    housekeeping; ``exactly_once`` (None: the configuration's ``exactly.once.enabled``) makes
+    the copy transactional; ``on_commit`` is called after each Delta commit with a
+    :class:`~pipelines.replicate.channel.RecordedCommit`. Every ``refresh_s`` the configuration
+    file is read again (allowlists), topics are re-selected and replicas created, grown and
+    configured. ``observer`` (metrics) sees every recorded commit and every measurement of the
+    source's end offsets. ``ledger_writes="spark"`` commits through Spark as a catalog ledger
+    does. A cluster that does not answer at the start is waited for up to ``startup_wait_s``.
+    ``mode`` is ``"stream"``; the retired ``"batch"`` raises :class:`RetiredModeError`.
     """
+    if mode != "stream":
+        raise RetiredModeError(mode)
     stop = stop or threading.Event()
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    if mode == "stream":
-        observers = [o for o in (on_commit, observer and observer.commit_recorded) if o]
-        streamer = StreamingReplicator(spark, config, flow_name,
-                                       commit_interval_s=commit_interval_s,
-                                       exactly_once=exactly_once, executor=executor,
-                                       observers=observers, ledger_writes=ledger_writes)
-        _attach(observer, streamer.r)
-        try:
-            streamer.run(stop, interval_s=interval_s, refresh_s=refresh_s, reload=reload_config)
-        finally:
-            streamer.close()
-        return streamer.result
-    replicator = FlowReplicator(spark, config, flow_name,
-                                max_records_per_batch=max_records_per_batch, executor=executor,
-                                ledger_writes=ledger_writes)
-    _attach(observer, replicator)
-    next_refresh = 0.0
+    observers = [o for o in (on_commit, observer and observer.commit_recorded) if o]
+    streamer = StreamingReplicator(spark, config, flow_name,
+                                   commit_interval_s=commit_interval_s,
+                                   exactly_once=exactly_once, executor=executor,
+                                   observers=observers, ledger_writes=ledger_writes,
+                                   startup_wait_s=startup_wait_s)
+    _attach(observer, streamer.r)
     try:
-        while not stop.is_set():
-            if time.monotonic() >= next_refresh:
-                replicator.refresh(reload_config(config))
-                next_refresh = time.monotonic() + refresh_s
-            else:
-                replicator.heartbeat()
-            ends = replicator.end_offsets()
-            replicator.run_batch(ends, ends)
-            behind = any(replicator.positions[tp] < o for tp, o in ends.items()
-                         if tp in replicator.positions)
-            if not behind:
-                stop.wait(min(interval_s, max(0.0, next_refresh - time.monotonic())))
+        streamer.run(stop, interval_s=interval_s, refresh_s=refresh_s, reload=reload_config)
     finally:
-        replicator.close()
-    return replicator.result
+        streamer.close()
+    return streamer.result
+
+
+class RetiredModeError(ConfigError):
+    """``--mode batch`` (the former loop of bounded batches) is retired."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(
+            f"replicate --mode {mode} is retired: run the streaming job (replicate without "
+            f"--once, the default: runs recorded every --commit-interval), or replicate --once "
+            f"from a scheduler for bounded passes")
 
 
 def _attach(observer: ReplicationObserver | None, replicator: FlowReplicator) -> None:
@@ -271,38 +257,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flow_arguments(parser, "the flow to replicate")
     parser.add_argument("--once", action="store_true",
                         help="replicate up to the end offsets measured at start, then stop")
-    parser.add_argument("--mode", choices=MODES, default="stream",
-                        help="without --once: stream (default: long-running copy tasks, runs "
-                             "recorded every --commit-interval) or batch (a loop of bounded "
-                             "batches, one every --interval)")
+    parser.add_argument("--mode", default="stream",
+                        help="stream (the only mode: long-running copy tasks, runs recorded "
+                             "every --commit-interval); the former batch mode is retired "
+                             "(use --once from a scheduler)")
     parser.add_argument("--commit-interval", type=float, default=DEFAULT_COMMIT_INTERVAL_S,
-                        help="stream mode: seconds between Delta commits of the delivered runs "
+                        help="without --once: seconds between Delta commits of the delivered runs "
                              f"(default {DEFAULT_COMMIT_INTERVAL_S:g})")
     parser.add_argument("--exactly-once", action="store_true", default=None,
-                        help="stream mode: copy with a transactional producer (records and "
+                        help="without --once: copy with a transactional producer (records and "
                              "their runs committed together; replica consumers read with "
                              "isolation.level=read_committed); default: the configuration's "
                              "exactly.once.enabled")
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
-                        help="stream mode: seconds between heartbeats and housekeeping (sources "
-                             "behind, ended tasks); batch mode: seconds between batches when "
-                             f"caught up (default {DEFAULT_INTERVAL_S:g})")
+                        help="without --once: seconds between heartbeats and housekeeping "
+                             f"(sources behind, ended tasks; default {DEFAULT_INTERVAL_S:g})")
     parser.add_argument("--refresh-interval", type=float, default=DEFAULT_REFRESH_S,
                         help="seconds between re-reading the configuration, topic re-selection, "
                              f"replica growth and config sync (default {DEFAULT_REFRESH_S:g})")
     parser.add_argument("--max-records-per-batch", type=int, default=None,
-                        help="--once and batch mode: cap on records per batch, shared by the "
+                        help="--once: cap on records per batch, shared by the "
                              "partitions (default: "
                              f"{plan.DEFAULT_MAX_RECORDS_PER_PARTITION:,} per partition)")
     parser.add_argument("--executor", choices=executors.EXECUTORS, default="auto",
                         help="where copy tasks run: spark (Spark tasks), local (worker "
                              "processes of this driver, no JVM), or auto (default: local where "
                              "Spark's master would be local, else spark)")
+    add_startup_wait(parser, preflight.STARTUP_WAIT_S)
     metrics.add_arguments(parser)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     flow = config.flow(args.flow)  # an unknown flow fails before a JVM starts
+    if args.mode != "stream":
+        raise RetiredModeError(args.mode)
     job_metrics = metrics.job_metrics("replicate", args, config, flow.source, flow.target,
                                       once=args.once)
     if job_metrics is None:
@@ -334,33 +322,25 @@ def _run(args: argparse.Namespace, config: Config, observer: ReplicationObserver
             print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
         return 1 if result.errors else 0
     stop = threading.Event()
-    restore = stop_on_signals(stop, "the copy tasks flush and their runs are recorded"
-                               if args.mode == "stream" else "after the current batch")
+    restore = stop_on_signals(stop, "the copy tasks flush and their runs are recorded")
     started = time.perf_counter()
     try:
         result = replicate_continuously(None, config, args.flow, interval_s=args.interval,
                                         refresh_s=args.refresh_interval,
-                                        max_records_per_batch=args.max_records_per_batch,
-                                        stop=stop, executor=args.executor, mode=args.mode,
+                                        stop=stop, executor=args.executor,
                                         commit_interval_s=args.commit_interval,
-                                        exactly_once=args.exactly_once, observer=observer)
+                                        exactly_once=args.exactly_once, observer=observer,
+                                        startup_wait_s=args.startup_wait)
     finally:
         restore()
     wall = time.perf_counter() - started
     for topic, message in sorted(result.errors.items()):
         print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
-    if args.mode == "stream":
-        print(f"flow {result.flow}: stopped after streaming {wall:.1f}s, "
-              f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
-              f"in {result.batches} commit(s) (ledger {result.ledger_seconds:.2f}s, "
-              f"{_share(result.ledger_seconds, wall)} of the time)")
-        return 1 if result.errors else 0
-    print(f"flow {result.flow}: stopped after {result.batches} batch(es), "
+    print(f"flow {result.flow}: stopped after streaming {wall:.1f}s, "
           f"{result.records_copied} record(s) copied, {result.runs_written} run(s) recorded "
-          f"in {wall:.1f}s (copy {result.copy_seconds:.1f}s, ledger "
-          f"{result.ledger_seconds:.2f}s, ledger share "
-          f"{_share(result.ledger_seconds, result.copy_seconds + result.ledger_seconds)})")
-    return 0
+          f"in {result.batches} commit(s) (ledger {result.ledger_seconds:.2f}s, "
+          f"{_share(result.ledger_seconds, wall)} of the time)")
+    return 1 if result.errors else 0
 
 
 def _share(part: float, whole: float) -> str:

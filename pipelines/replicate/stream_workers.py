@@ -161,7 +161,8 @@ class SparkStreams:
             raise SingleSlotError(
                 f"streaming with Spark executors needs at least 2 task slots (copy tasks hold "
                 f"theirs for good; the ledger's Spark commits need one more), but "
-                f"{self.sc.master} has {total}: add executor cores, or use --mode batch")
+                f"{self.sc.master} has {total}: add executor cores, or run replicate --once "
+                f"from a scheduler")
         self.slots = max(1, total - 1)
         self._threads: dict[str, threading.Thread] = {}
         self._outcome: dict[str, bool] = {}

@@ -83,7 +83,9 @@ class StreamingReplicator:
     def __init__(self, spark: Any | None, config: Config, flow_name: str, *,
                  commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
                  exactly_once: bool | None = None, executor: str = "auto",
-                 observers: list[Observer] | None = None, ledger_writes: str = "auto") -> None:
+                 observers: list[Observer] | None = None, ledger_writes: str = "auto",
+                 startup_wait_s: float = preflight.STARTUP_WAIT_S) -> None:
+        self.startup_wait_s = startup_wait_s
         self.r = FlowReplicator(spark, config, flow_name, executor=executor,
                                 ledger_writes=ledger_writes)
         flow = self.r.flow
@@ -129,9 +131,10 @@ class StreamingReplicator:
         """Take the lease, fence (exactly-once), and catch Delta up from the channel."""
         target = self.r.config.cluster(self.r.flow.target)
         # Fails at once on wrong credentials or an untrusted certificate (exit 2), as the
-        # operator verbs do; a slow but live cluster is given the whole 10 s.
-        preflight.check_reachable(self.r.config.cluster(self.r.flow.source), 10.0)
-        preflight.check_reachable(target, 10.0)
+        # operator verbs do; a slow but live cluster is given the whole 10 s, and a cluster
+        # that is restarting (a supervisor restarted this job in an outage) startup_wait_s.
+        for cluster in (self.r.config.cluster(self.r.flow.source), target):
+            preflight.await_reachable(cluster, self.startup_wait_s, 10.0)
         kafka_admin.create_topic(target, self.topic, 2, channel.TOPIC_CONFIGS,
                                  self.r.config.replication_factor)
         self._consumer = self._channel_consumer()

@@ -157,6 +157,39 @@ def test_checkpoint_job_outlives_a_broker_restart(own_pair, tmp_path):
             _stop(job)
 
 
+def test_streaming_job_started_while_its_source_restarts_waits_for_it(own_pair, tmp_path):
+    """Torture finding F5 (seed 219 alo): ``replicate`` restarted (as a supervisor does) while
+    P's broker restarted exited 2 at its start ('cluster P is unreachable'), where a running job
+    rides the same outage out. A continuous job now waits up to --startup-wait for a cluster
+    that does not answer (one warning line), then streams."""
+    clusters, config, boot = own_pair
+    clusters.stop("P", hard=True)
+    log = tmp_path / "replicate.log"
+    job = _start(["replicate", "--flow", "P->B", "--commit-interval", "1",
+                  "--startup-wait", "300"], config, tmp_path, log)
+    try:
+        assert _until(lambda: "waiting up to" in log.read_text(errors="replace")
+                      or job.poll() is not None, 120), log.read_text(errors="replace")[-2000:]
+        assert job.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert "cluster P is unreachable at" in log.read_text(errors="replace")
+        clusters.up()
+        admin = AdminClient({"bootstrap.servers": boot["P"], "log_level": 0})
+        admin.create_topics([NewTopic("T1", 2, 1)])["T1"].result(60)
+        producer = Producer({"bootstrap.servers": boot["P"], "log_level": 0})
+        for i in range(40):
+            producer.produce("T1", value=f"r{i}".encode(), partition=i % 2)
+        assert producer.flush(60) == 0
+
+        def copied() -> bool:
+            return sum(len(p) for p in read_topic(boot["B"], "P.T1", True).values()) >= 40
+
+        assert _until(lambda: copied() or job.poll() is not None, 120) and job.poll() is None, \
+            log.read_text(errors="replace")[-3000:]
+    finally:
+        _stop(job)
+    assert job.returncode == 0, log.read_text(errors="replace")[-3000:]
+
+
 def test_failover_of_a_commit_before_an_aborted_transaction(make_config, unique, tmp_path):
     """Nothing committed lies before the first run (only aborted records and a marker), so
     the group's offset 0 is covered and resumes at the first run's copy."""

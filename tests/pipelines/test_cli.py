@@ -113,3 +113,12 @@ def test_an_import_of_a_missing_extra_at_run_is_named(config_path, capsys, monke
     assert capsys.readouterr().err == (
         "error: offset-ledger replicate needs pyspark, which this installation lacks: "
         "pip install 'offset-ledger[local]'\n")
+
+
+def test_the_retired_batch_mode_names_its_replacements(config_path, capsys):
+    assert cli.main(["replicate", "--flow", "P->B", "--mode", "batch",
+                     "--config", config_path]) == 2
+    assert capsys.readouterr().err == (
+        "error: replicate --mode batch is retired: run the streaming job (replicate without "
+        "--once, the default: runs recorded every --commit-interval), or replicate --once from "
+        "a scheduler for bounded passes\n")

@@ -49,20 +49,21 @@ def test_kill_9_then_restart_loses_nothing_and_keeps_runs_exact(spark, make_conf
     config = make_config(flows={"P->B": {"topics": [topic]}})
     p, b = config.cluster("P"), config.cluster("B")
     create(p, topic, 2)
-    produce(p, topic, sample(2, 100, "first"))
+    produce(p, topic, sample(2, 1000, "first"))  # 50 batches: the kill comes mid-pass
     env = {**os.environ, **JOB_ENV, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / ".state")}
-    # The loop of bounded batches (streaming has its own kill loop: test_kill_loop).
-    command = [CLI, "replicate", "--flow", "P->B", "--config", config.path, "--mode", "batch",
+    # A --once pass of bounded batches killed after its first batch (streaming has its own
+    # kill loop: test_kill_loop).
+    command = [CLI, "replicate", "--flow", "P->B", "--config", config.path, "--once",
                "--max-records-per-batch", str(BATCH)]
     log = (tmp_path / "job.log").open("w")
-    job = subprocess.Popen([*command, "--interval", "1"], cwd=tmp_path, env=env, stdout=log,
+    job = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log,
                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 420
         while not _first_batch_landed(config.ledger_location):
             assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no batch reached the ledger in time"
-            time.sleep(1)
+            time.sleep(0.1)
         assert Ledger(spark, config.ledger_location).read(OFFSET_SYNCS).count() > 0
         produce(p, topic, sample(2, 30, "second"))  # more arrives while the job runs
     finally:
@@ -70,7 +71,7 @@ def test_kill_9_then_restart_loses_nothing_and_keeps_runs_exact(spark, make_conf
         job.wait(30)
     assert job.returncode == -signal.SIGKILL
 
-    rerun = subprocess.run([*command, "--once"], cwd=tmp_path, env=env, capture_output=True,
+    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=420)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
 

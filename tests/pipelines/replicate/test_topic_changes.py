@@ -86,13 +86,12 @@ def test_partition_increase_once_then_continuous(spark, make_config, unique):
     assert kafka_admin.list_topics(b)[f"P.{grow}"] == 5
     _check_exact(spark, config, p, b, grow, 5)
 
-    # Continuous (the loop of batches; streaming: test_streaming): a new topic and grown
-    # partitions picked up at the next refresh.
+    # Streaming: a new topic and grown partitions picked up at the next refresh.
     other = f"{grow}-new"
     stop = threading.Event()
     job = threading.Thread(target=replicate_continuously, args=(spark, config, "P->B"),
                            kwargs={"interval_s": 0.5, "refresh_s": 2.0, "stop": stop,
-                                   "mode": "batch"})
+                                   "commit_interval_s": 1.0})
     job.start()
     try:
         topics.grow_partitions(p, grow, 7)

@@ -1,0 +1,67 @@
+"""``pipelines.preflight.await_reachable``: a continuous job started while a cluster restarts
+waits for it; any other failure (and the end of the wait) is raised as it is (torture F5)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from ledger.config import ClusterConfig
+from pipelines import kafka_errors, preflight
+from pipelines.kafka_errors import KafkaAccessError
+
+pytestmark = pytest.mark.unit
+
+CLUSTER = ClusterConfig("P", {"bootstrap.servers": "127.0.0.1:1"})
+DOWN = KafkaAccessError("cluster P is unreachable at 127.0.0.1:1: Connection refused",
+                        kafka_errors.UNREACHABLE)
+REFUSED = KafkaAccessError("cluster P refused the credentials", kafka_errors.AUTHENTICATION)
+
+
+def probes(monkeypatch, answers: list[BaseException | None]) -> list[float]:
+    """``check_reachable`` answers from ``answers`` (None: the cluster answers); no back-off."""
+    calls: list[float] = []
+
+    def probe(cluster: ClusterConfig, timeout: float) -> None:
+        calls.append(timeout)
+        answer = answers.pop(0)
+        if answer is not None:
+            raise answer
+
+    monkeypatch.setattr(preflight, "check_reachable", probe)
+    monkeypatch.setattr(preflight.time, "sleep", lambda s: None)
+    return calls
+
+
+def test_a_restarting_cluster_is_waited_for_with_one_warning(monkeypatch, caplog):
+    calls = probes(monkeypatch, [DOWN, DOWN, DOWN, None])
+    with caplog.at_level(logging.WARNING, logger="pipelines.preflight"):
+        preflight.await_reachable(CLUSTER, 60.0, 10.0)
+    assert calls == [10.0] * 4
+    waits = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+    assert len(waits) == 1 and waits[0].startswith("cluster P is unreachable at 127.0.0.1:1")
+    assert "cluster P answers again" in caplog.text
+
+
+def test_credentials_fail_at_once(monkeypatch):
+    calls = probes(monkeypatch, [REFUSED, None])
+    with pytest.raises(KafkaAccessError) as err:
+        preflight.await_reachable(CLUSTER, 60.0)
+    assert err.value.kind == kafka_errors.AUTHENTICATION and len(calls) == 1
+
+
+def test_no_wait_raises_the_first_unreachable(monkeypatch):
+    calls = probes(monkeypatch, [DOWN, None])
+    with pytest.raises(KafkaAccessError) as err:
+        preflight.await_reachable(CLUSTER, 0.0)
+    assert err.value is DOWN and len(calls) == 1
+
+
+def test_the_wait_ends_with_the_clusters_own_error(monkeypatch):
+    clock = iter(range(0, 1000, 20))  # each probe costs 20 s of the 45 s allowed
+    monkeypatch.setattr(preflight.time, "monotonic", lambda: float(next(clock)))
+    calls = probes(monkeypatch, [DOWN] * 10)
+    with pytest.raises(KafkaAccessError) as err:
+        preflight.await_reachable(CLUSTER, 45.0)
+    assert err.value.kind == kafka_errors.UNREACHABLE and len(calls) == 3
