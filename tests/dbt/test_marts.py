@@ -59,6 +59,21 @@ def test_translation_marts_on_the_reference_ledger(built):
         "P", "Payments", 15)
 
 
+def test_translations_is_both_directions_written_once(built, spark):
+    """``translations`` holds every row of the two stable marts, each under its direction,
+    and nothing else."""
+    _, _, marts = built
+    both = read_mart(spark, "translations")
+    assert {r["direction"] for r in both} == {"forward", "reverse"}
+
+    def key(row):
+        return tuple(sorted((k, str(v)) for k, v in row.items() if k != "direction"))
+
+    for direction in ("forward", "reverse"):
+        half = sorted(key(r) for r in both if r["direction"] == direction)
+        assert half and half == sorted(key(r) for r in marts[f"{direction}_translations"])
+
+
 def test_resume_audit_reads_each_operation_at_its_versions(built):
     info, _, marts = built
     audit = marts["resume_audit"]
