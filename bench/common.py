@@ -29,6 +29,7 @@ import yaml
 
 from ledger import settings
 from ledger.config import ClusterConfig, Config, config_from_mapping
+from pipelines.devtools import settings as dev_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -46,7 +47,7 @@ def _main_checkout() -> Path:
 
 def mm2_dir() -> Path:
     """The MirrorMaker 2 peer (``$OFFSET_LEDGER_MM2_PEER``, else ``shared/peers/mm2``)."""
-    return settings.mm2_peer() or _main_checkout().parent / "shared/peers/mm2"
+    return dev_settings.mm2_peer() or _main_checkout().parent / "shared/peers/mm2"
 
 
 def mm2_jars() -> Path:
@@ -153,7 +154,7 @@ class Processes:
 
 def embedded_config(workdir: Path) -> Config:
     """A config for a fresh pair of embedded clusters P and B with data under ``workdir``."""
-    from pipelines.clusters import free_port
+    from pipelines.devtools.clusters import free_port
 
     raw = {
         "clusters": {a: {"bootstrap.servers": f"127.0.0.1:{free_port()}"} for a in ("P", "B")},

@@ -71,7 +71,7 @@ from bench.latency_clients import WARMUP_SEQ, percentiles, value_of
 from bench.latency_ledger import RunCommits, table_sizes, version
 from ledger.config import ClusterConfig, Config, load_config
 from ledger.schemas import OFFSET_SYNCS
-from pipelines import kafka_admin
+from pipelines.edge import kafka_admin
 
 SYSTEMS = ("ol-alo", "ol-eos", "mm2-default", "mm2-tuned")
 SCALE_TOPICS, SCALE_PARTITIONS, SCALE_PREFILL = 200, 5, 5
@@ -450,7 +450,7 @@ def run(args: argparse.Namespace) -> dict:
         if args.config:
             base, cfg_path = load_config(args.config), args.config
         else:
-            from pipelines.clusters import EmbeddedClusters
+            from pipelines.devtools.clusters import EmbeddedClusters
 
             base = embedded_config(workdir)
             cfg_path = str(base.path)

@@ -139,9 +139,9 @@ def prepare(spark, config_path: Path, size: int, prebuilt: Path | None = None) -
     topic, its replication, the group."""
     from ledger.config import load_config
     from ledger.tables import Ledger
-    from pipelines import kafka_admin
+    from pipelines.devtools.workload import consume, produce
+    from pipelines.edge import kafka_admin
     from pipelines.replicate.job import replicate_once
-    from pipelines.workload import consume, produce
 
     config = load_config(str(config_path))
     topic, group = names(size)
@@ -171,7 +171,7 @@ def prepare(spark, config_path: Path, size: int, prebuilt: Path | None = None) -
 def move_cycle(config_path: Path, size: int, times: dict[str, list[float]]) -> str:
     """failover P -> B, read on B, failback B -> P, read on P; returns the failover's id."""
     from ledger.config import load_config
-    from pipelines.workload import consume
+    from pipelines.devtools.workload import consume
 
     config = load_config(str(config_path))
     topic, group = names(size)
@@ -218,7 +218,7 @@ def measure(config_path: Path, size: int, repeats: int) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict:
     from ledger.config import config_from_mapping
-    from pipelines.clusters import EmbeddedClusters, free_port
+    from pipelines.devtools.clusters import EmbeddedClusters, free_port
     from pipelines.spark import get_spark
 
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="bench-operations-"))

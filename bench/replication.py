@@ -56,7 +56,7 @@ from bench.common import (
     tree,
 )
 from ledger.config import ClusterConfig, Config, load_config
-from pipelines import kafka_admin
+from pipelines.edge import kafka_admin
 
 
 def fill(cluster: ClusterConfig, topic: str, records: int, partitions: int, size: int) -> None:
@@ -292,7 +292,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.config:
         base, cfg_path = load_config(args.config), args.config
     else:
-        from pipelines.clusters import EmbeddedClusters
+        from pipelines.devtools.clusters import EmbeddedClusters
 
         base = embedded_config(workdir)
         cfg_path = str(base.path)

@@ -31,7 +31,8 @@ from pipelines.args import (  # noqa: F401  (re-exported: the CLI's helpers, one
 # command imports only its own verb's module (main): pyspark, dbt or Great Expectations are
 # imported by the verbs that use them, not by `translate` or `failover` on a delta-rs ledger.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "clusters": ("pipelines.clusters", "start, inspect or stop the embedded Kafka clusters"),
+    "clusters": ("pipelines.devtools.clusters",
+                 "start, inspect or stop the embedded Kafka clusters"),
     "ledger": ("pipelines.ledger_admin", "create or inspect the ledger's Delta tables"),
     "replicate": ("pipelines.replicate.job", "replicate a flow's topics and record offset-syncs"),
     "checkpoint": ("pipelines.checkpoint.job",
@@ -51,7 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("pipelines.audit.job", "show resume points and the ledger behind them"),
     "validate": ("pipelines.validate.job", "run the Great Expectations suites on the ledger"),
     "ingest": ("pipelines.mm2.ingest", "ingest MirrorMaker 2's offset-syncs and checkpoints"),
-    "demo": ("pipelines.demo", "run the reference failover/failback scenario"),
+    "demo": ("pipelines.devtools.demo", "run the reference failover/failback scenario"),
 }
 
 
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 config, ledger_location=resolve_location(args.ledger_location))
         _check_names(args, config)
         module = importlib.import_module(args._module)
-        from pipelines import kafka_admin
+        from pipelines.edge import kafka_admin
 
         with kafka_admin.clients():  # one admin client per cluster for the command, closed
             return int(module.run(args, config) or 0)

@@ -34,7 +34,7 @@ from typing import Any
 
 from ledger import settings
 from ledger.errors import first_line
-from pipelines import kafka_admin, kafka_errors
+from pipelines.edge import kafka_admin, kafka_errors
 
 log = logging.getLogger(__name__)
 

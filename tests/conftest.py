@@ -1,7 +1,7 @@
 """Session-wide fixtures: one SparkSession, one pair of embedded Kafka clusters.
 
 Both are started through the project's own code (``pipelines.spark.get_spark`` and
-``pipelines.clusters.EmbeddedClusters``), on free loopback ports, and stopped at the end.
+``pipelines.devtools.clusters.EmbeddedClusters``), on free loopback ports, and stopped at the end.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ledger.config import Config, config_from_mapping
-from pipelines.clusters import EmbeddedClusters, free_port
+from pipelines.devtools.clusters import EmbeddedClusters, free_port
 
 
 def pytest_configure(config: pytest.Config) -> None:

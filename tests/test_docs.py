@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 # Per-alias secrets of the Databricks bundle, documented as OFFSET_LEDGER_<ALIAS>_SASL_*.
 # ledger/config.py resolves the YAML's ${env:NAME} values (names the user chooses).
-ENVIRONMENT_READERS = ("ledger/settings.py", "ledger/config.py")
+ENVIRONMENT_READERS = ("ledger/settings.py", "ledger/config.py", "pipelines/devtools/settings.py")
 ALIAS_SECRET = re.compile(r"OFFSET_LEDGER_[A-Z0-9]+_SASL_(USERNAME|PASSWORD)")
 
 
@@ -57,9 +57,11 @@ def test_every_configuration_key_documented():
 
 def test_every_environment_variable_documented():
     from ledger import settings
+    from pipelines.devtools import settings as dev_settings
 
     page = _text("configuration.md")
-    listed = {*settings.VARIABLES, *settings.ALIAS_SECRETS, *settings.RUNTIME_VARIABLES}
+    listed = {*settings.VARIABLES, *settings.ALIAS_SECRETS, *settings.RUNTIME_VARIABLES,
+              *dev_settings.VARIABLES}
     missing = sorted(n for n in listed if f"`{n}`" not in page)
     assert not missing, f"docs/configuration.md does not document {missing}"
     # Every name used anywhere is one ledger/settings.py lists (so a new one gets documented),
@@ -76,7 +78,8 @@ def test_every_environment_variable_documented():
                     re.search(r"environ\.get\(|getenv\(|environ\[[^]]+\](?!\s*=)", text):
                 readers.append(str(path.relative_to(ROOT)))
     unlisted = sorted(n for n in names - listed if not ALIAS_SECRET.fullmatch(n))
-    assert not unlisted, f"add {unlisted} to ledger/settings.py (and document them)"
+    assert not unlisted, (f"add {unlisted} to ledger/settings.py or pipelines/devtools/settings.py "
+                          f"(and document them)")
     assert not readers, f"read the environment through ledger/settings.py: {readers}"
 
 

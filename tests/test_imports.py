@@ -16,13 +16,15 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Packages below every verb: they never import one (nor the CLI).
-FOUNDATION = ("pipelines.args", "pipelines.kafka_admin", "pipelines.kafka_errors",
-              "pipelines.kafka_offsets", "pipelines.preflight", "pipelines.passes",
-              "pipelines.spark", "pipelines.metrics")
+# Packages below every verb: they never import one (nor the CLI, nor the developer tools).
+FOUNDATION = ("pipelines.args", "pipelines.edge", "pipelines.passes", "pipelines.spark",
+              "pipelines.metrics")
 VERBS = ("pipelines.audit", "pipelines.checkpoint", "pipelines.failover", "pipelines.mm2",
          "pipelines.replicate", "pipelines.status", "pipelines.validate", "pipelines.acls",
-         "pipelines.allowlists", "pipelines.demo", "pipelines.ledger_admin", "pipelines.cli")
+         "pipelines.allowlists", "pipelines.devtools", "pipelines.ledger_admin",
+         "pipelines.cli")
+# What only the CLI (its `clusters` and `demo` verbs) and the tools themselves may import.
+DEVTOOLS = "pipelines.devtools"
 
 
 def _modules() -> dict[str, Path]:
@@ -121,6 +123,20 @@ def test_the_foundation_never_imports_a_verb():
     upward = {(m, t) for m, ts in EDGES.items() if _package(m) in FOUNDATION
               for t in ts if _package(t) in VERBS}
     assert upward == set()
+
+
+def test_the_kafka_edge_imports_only_the_ledger_and_itself():
+    outside = {(m, t) for m, ts in EDGES.items() if _package(m) == "pipelines.edge"
+               for t in ts if not (t.startswith("ledger") or _package(t) == "pipelines.edge")}
+    assert outside == set()
+    assert EDGES["pipelines.edge.preflight"] >= {"pipelines.edge.kafka_admin"}  # read at all
+
+
+def test_no_production_job_imports_the_developer_tools():
+    users = {(m, t) for m, ts in EDGES.items()
+             if _package(m) not in (DEVTOOLS, "pipelines.cli")
+             for t in ts if _package(t) == DEVTOOLS}
+    assert users == set()
 
 
 def test_the_graph_is_read():

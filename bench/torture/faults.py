@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from bench.torture.readers import read_runs
 from bench.torture.workload import committed_offsets
-from pipelines.clusters import EmbeddedClusters
+from pipelines.devtools.clusters import EmbeddedClusters
 
 
 @dataclass

@@ -17,7 +17,7 @@ import yaml
 from confluent_kafka.admin import AdminClient
 
 from bench.torture.history import History
-from pipelines.clusters import free_port
+from pipelines.devtools.clusters import free_port
 
 
 def config_file(h: History, workdir: Path) -> tuple[Path, dict]:

@@ -29,7 +29,7 @@ from bench.torture.prepare import config_file, groups_empty, wait_topics
 from bench.torture.readers import end_offsets
 from bench.torture.workload import GroupSession, Read, TopicProducer, committed_offsets
 from ledger.config import config_from_mapping
-from pipelines.clusters import EmbeddedClusters
+from pipelines.devtools.clusters import EmbeddedClusters
 
 CATCH_UP_BOUND_S = 120  # replication caught up after producers and faults stopped
 

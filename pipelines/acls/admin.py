@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ledger.config import ClusterConfig
-from pipelines import kafka_admin, kafka_errors
 from pipelines.acls.rules import Binding
+from pipelines.edge import kafka_admin, kafka_errors
 
 RESULT_TIMEOUT_S = 30.0
 NO_AUTHORIZER = "no_authorizer"

@@ -29,10 +29,10 @@ from typing import Any
 
 from ledger.config import Config, FlowConfig
 from ledger.errors import OffsetLedgerError, first_line
-from pipelines import kafka_admin
 from pipelines.acls import rules
 from pipelines.acls.admin import NO_AUTHORIZER, AclsUnavailable, describe
 from pipelines.acls.rules import ALLOW, GROUP, READ, TOPIC, WILDCARD, Binding
+from pipelines.edge import kafka_admin
 
 OK, GAPS, UNKNOWN = "ok", "gaps", "unknown"
 
@@ -167,8 +167,8 @@ def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str
     flow (its subscription after a move, from what it committed on the flow's source); a group
     with no commits there is left out. Status reports: a failed check is a line, never raised.
     """
-    from pipelines import kafka_offsets
     from pipelines.checkpoint.mapping import subscribe_topics
+    from pipelines.edge import kafka_offsets
 
     out = []
     for flow in flows:

@@ -38,7 +38,6 @@ from typing import Any
 from ledger.config import Config, FlowConfig
 from ledger.errors import first_line
 from ledger.schemas import ACL_SYNCS
-from pipelines import kafka_admin
 from pipelines.acls import rules
 from pipelines.acls.admin import (
     FAILED,
@@ -49,6 +48,7 @@ from pipelines.acls.admin import (
     describe,
 )
 from pipelines.acls.rules import ADDED, REMOVED, Binding
+from pipelines.edge import kafka_admin
 
 log = logging.getLogger(__name__)
 

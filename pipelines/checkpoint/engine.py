@@ -39,7 +39,6 @@ from ledger.records import CheckpointRecord, ResumePoint
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
-from pipelines import kafka_admin, kafka_offsets
 from pipelines.checkpoint import history
 from pipelines.checkpoint.compute import (
     GroupCommit,
@@ -49,6 +48,7 @@ from pipelines.checkpoint.compute import (
     decide_offset_writes,
 )
 from pipelines.checkpoint.mapping import TopicMapping, map_topics
+from pipelines.edge import kafka_admin, kafka_offsets
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class Checkpointer:
             commits, states = self.observe(flow.source, group_ids)
         except kafka_admin.KafkaAdminError as exc:
             # Only a source that does not answer is left for the recorded commits; refused
-            # credentials or a missing ACL are errors to fix (pipelines.kafka_errors).
+            # credentials or a missing ACL are errors to fix (pipelines.edge.kafka_errors).
             if not (allow_unreachable_source or recorded_commits) or groups is None \
                     or exc.kind != "unreachable":
                 raise

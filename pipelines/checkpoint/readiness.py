@@ -35,10 +35,10 @@ from ledger.records import CheckpointRecord, ProgressRecord
 from ledger.schemas import REPLICATION_PROGRESS
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
-from pipelines import kafka_admin, kafka_offsets
 from pipelines.checkpoint.coverage import CommitCoverage, Need, needs_for
 from pipelines.checkpoint.engine import CheckpointResult
 from pipelines.checkpoint.mapping import FORWARD, map_topics
+from pipelines.edge import kafka_admin, kafka_offsets
 
 Key = tuple[str, str, int]  # (flow, original topic, partition)
 

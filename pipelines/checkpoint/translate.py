@@ -12,7 +12,7 @@ translated. Consumers in any language can use the ledger through this command's 
 
 On a path ledger no JVM starts (``ledger.engine``); bad input (an unknown or disabled flow, a
 group outside its allowlist, an unreachable --to) is refused before anything is read
-(``pipelines.preflight``). An unreachable --from is not an error: the groups' last commits
+(``pipelines.edge.preflight``). An unreachable --from is not an error: the groups' last commits
 recorded in the ledger are translated instead.
 """
 
@@ -24,10 +24,10 @@ from pathlib import Path
 
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
-from pipelines import preflight
 from pipelines.checkpoint import offsets as offsets_json
 from pipelines.checkpoint.engine import Checkpointer
 from pipelines.checkpoint.report import render, translation_rows
+from pipelines.edge import preflight
 from pipelines.spark import ledger_engine
 
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 0
     groups = args.group
     if args.group_regex:
-        from pipelines import kafka_admin
+        from pipelines.edge import kafka_admin
 
         try:
             kafka_admin.check_reachable(config.cluster(args.source), timeout=5.0)

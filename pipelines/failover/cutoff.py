@@ -20,7 +20,7 @@ import time
 
 from ledger.config import ClusterConfig
 from ledger.errors import OffsetLedgerError
-from pipelines import kafka_admin, kafka_offsets
+from pipelines.edge import kafka_admin, kafka_offsets
 
 
 class ProducersActiveError(OffsetLedgerError):

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from ledger.config import Config
-from pipelines import preflight
+from pipelines.edge import preflight
 from pipelines.failover.mover import MoveOptions, Mover, check_flow
 from pipelines.failover.result import print_result
 from pipelines.spark import ledger_engine

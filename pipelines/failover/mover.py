@@ -46,7 +46,6 @@ from ledger.errors import OffsetLedgerError
 from ledger.records import Operation
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
-from pipelines import kafka_admin, kafka_offsets, preflight
 from pipelines.acls import check as acl_check
 from pipelines.checkpoint.compute import OffsetWrite
 from pipelines.checkpoint.coverage import CommitCoverage, Need, log_start_keys, needs_for
@@ -60,6 +59,7 @@ from pipelines.checkpoint.engine import (
 from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
 from pipelines.checkpoint.readiness import CoverageCheck, empty_before_runs, replication_lag
 from pipelines.checkpoint.report import render, translation_rows
+from pipelines.edge import kafka_admin, kafka_offsets, preflight
 from pipelines.failover import cutoff as cutoffs
 from pipelines.failover import evidence
 from pipelines.failover.result import OperationResult

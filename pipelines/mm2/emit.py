@@ -26,7 +26,7 @@ from confluent_kafka import Producer
 
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError
-from pipelines import kafka_admin
+from pipelines.edge import kafka_admin
 from pipelines.mm2 import formats
 
 

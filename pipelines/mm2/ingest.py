@@ -25,7 +25,7 @@ Invariants:
       between the append and the position update writes nothing twice.
     * A record that does not decode stops the pass with an error before anything is written.
     * Records are read up to the end offsets measured at the start of the pass.
-    * Kafka errors are classified (``pipelines.kafka_errors``): both clusters are probed before
+    * Kafka errors are classified (``pipelines.edge.kafka_errors``): both clusters are probed before
       Spark starts (a wrong password or TLS problem: exit 2), and both internal topics are
       checked readable before the ledger is touched (a missing READ ACL is one line naming it,
       exit 2, nothing written). Only MM2's Connect offsets topic is optional (a warning).
@@ -52,11 +52,11 @@ from ledger.records import CheckpointRecord, ProgressRecord, rows
 from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, REPLICATION_PROGRESS, spark_schema
 from ledger.tables import Ledger
 from ledger.writer import WRITTEN_AT_STEP
-from pipelines import kafka_errors, kafka_offsets
 from pipelines.args import add_flow_arguments, add_startup_wait
-from pipelines.kafka_errors import KafkaAccessError
+from pipelines.edge import kafka_errors, kafka_offsets
+from pipelines.edge.kafka_errors import KafkaAccessError
+from pipelines.edge.preflight import STARTUP_WAIT_S
 from pipelines.mm2 import formats
-from pipelines.preflight import STARTUP_WAIT_S
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def check_readable(source: Source) -> None:
     """Raise the classified error unless ``source`` exists and may be read (before anything is
     written). It is looked up by name: Kafka answers "not authorized" for a topic one may not
     describe, existing or not, and that is an error naming the ACL, never "does not exist"."""
-    from pipelines import kafka_admin
+    from pipelines.edge import kafka_admin
 
     found = kafka_admin.describe_topics(source.cluster, [source.topic], "READ")[source.topic]
     if isinstance(found, KafkaAccessError):
@@ -191,7 +191,7 @@ def read_topic(source: Source, start: int | None, partition: int = 0) -> tuple[l
 
 def read_all_partitions(source: Source) -> list[Record]:
     """Every record of every partition (a compacted Connect topic has 25 by default)."""
-    from pipelines import kafka_admin
+    from pipelines.edge import kafka_admin
 
     partitions = kafka_admin.list_topics(source.cluster).get(source.topic)
     if partitions is None:
@@ -397,7 +397,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from pipelines import preflight
+    from pipelines.edge import preflight
     from pipelines.passes import run_passes, supervise, wants_supervisor
     from pipelines.spark import get_spark
 

@@ -101,7 +101,7 @@ class RecordedCommit:
 class TaskError:
     """A task could not copy a partition: ``topic_level`` refuses the topic, else restart.
 
-    ``message`` is one line classified by ``pipelines.kafka_errors``, ``kind`` its kind (an
+    ``message`` is one line classified by ``pipelines.edge.kafka_errors``, ``kind`` its kind (an
     authentication or TLS failure stops the flow)."""
 
     task: str

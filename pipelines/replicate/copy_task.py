@@ -18,7 +18,7 @@ Invariants:
       returns an ``error`` and no runs. Its copies are then unrecorded duplicates, never a
       wrong mapping.
     * A range's failure is returned, not raised, so the other ranges of the batch are still
-      recorded; it is one line classified by ``pipelines.kafka_errors`` (a missing ACL names
+      recorded; it is one line classified by ``pipelines.edge.kafka_errors`` (a missing ACL names
       the operation, topic and principal). Nothing a task raises is a librdkafka exception
       (those do not pickle: a local worker could not return it). A crash of the task itself
       (executor lost) is retried by Spark, and a retried attempt re-copies its ranges: only
@@ -41,7 +41,7 @@ from typing import Any
 
 from ledger.errors import first_line
 from ledger.writer import PartitionSummary
-from pipelines import kafka_errors
+from pipelines.edge import kafka_errors
 from pipelines.replicate.sink import (
     FLUSH_TIMEOUT_S,
     DeliveryError,

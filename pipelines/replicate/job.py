@@ -70,10 +70,11 @@ from typing import Any
 from ledger.config import Config, ConfigError, reload_config
 from ledger.errors import first_line
 from ledger.policy import ReplicationPolicy
-from pipelines import metrics, preflight
+from pipelines import metrics
 from pipelines.acls import sync as acl_sync
 from pipelines.args import add_flow_arguments, add_startup_wait
-from pipelines.kafka_offsets import list_offsets
+from pipelines.edge import preflight
+from pipelines.edge.kafka_offsets import list_offsets
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
 from pipelines.passes import stop_on_signals
 from pipelines.replicate import executors, plan

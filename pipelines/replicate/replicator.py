@@ -33,9 +33,9 @@ from ledger import settings
 from ledger.config import Config, FlowConfig
 from ledger.records import ProgressRecord
 from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
-from pipelines import kafka_admin
 from pipelines.acls.sync import AclSync
-from pipelines.kafka_offsets import list_offsets
+from pipelines.edge import kafka_admin
+from pipelines.edge.kafka_offsets import list_offsets
 from pipelines.metrics.observe import Delivery, RecordedBatch
 from pipelines.mm2 import heartbeats
 from pipelines.replicate import continuity, executors, plan, sink, source, state, topics

@@ -1,5 +1,5 @@
 """The reading edge: librdkafka consumer settings of a flow's source (offsets are read by
-``pipelines.kafka_offsets``).
+``pipelines.edge.kafka_offsets``).
 
 The cluster is configured with librdkafka property names, which go to confluent-kafka
 verbatim; this module only adds what exact copying needs and forbids what would break it.

@@ -34,7 +34,7 @@ Invariants:
       ``read_committed`` readers). The driver restarts the task from the ledger's position.
     * A source partition that cannot be read (its topic deleted, not authorised) is reported
       as a topic-level error; the task goes on with its other partitions. Every error the task
-      reports is one line classified by ``pipelines.kafka_errors`` (a missing ACL names the
+      reports is one line classified by ``pipelines.edge.kafka_errors`` (a missing ACL names the
       principal, the operation, the topic and the ACL to add); a persistent authentication or
       TLS failure is reported as cluster-wide (``TaskError.kind``): the driver stops (exit 2).
       Nothing the task raises is a librdkafka exception (those do not pickle): it raises
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.errors import first_line
-from pipelines import kafka_errors
+from pipelines.edge import kafka_errors
 from pipelines.replicate import channel
 from pipelines.replicate.copy_task import (
     _produce_epoch_zero,

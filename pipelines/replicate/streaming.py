@@ -42,7 +42,7 @@ from typing import Any
 
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError, first_line
-from pipelines import kafka_admin, kafka_errors, preflight
+from pipelines.edge import kafka_admin, kafka_errors, preflight
 from pipelines.replicate import channel, plan, sink, source, state, stream_task
 from pipelines.replicate.plan import TP, RecordedTail
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from ledger.config import ClusterConfig, Config, FlowConfig
 from ledger.errors import OffsetLedgerError, first_line
 from ledger.policy import ReplicationPolicy
-from pipelines import kafka_admin, kafka_errors
+from pipelines.edge import kafka_admin, kafka_errors
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,12 @@ from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
 from ledger.schemas import CHECKPOINTS, OPERATIONS
 from ledger.tables import Ledger
-from pipelines import kafka_admin, kafka_offsets
 from pipelines.checkpoint import history
 from pipelines.checkpoint.compute import GroupCommit
 from pipelines.checkpoint.coverage import needs_for
 from pipelines.checkpoint.mapping import FORWARD, map_topics
 from pipelines.checkpoint.readiness import assess, progress_ends, recorded_ends
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.mm2 import formats
 from pipelines.replicate.topics import look_up_unseen, select_topics
 from pipelines.status.readiness import (

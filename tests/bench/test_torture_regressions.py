@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.torture import ops
 from bench.torture.readers import read_topic
 from ledger.config import config_from_mapping
-from pipelines.clusters import EmbeddedClusters, free_port
+from pipelines.devtools.clusters import EmbeddedClusters, free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.e2e]
 

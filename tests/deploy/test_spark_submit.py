@@ -28,9 +28,9 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from pipelines import kafka_admin, kafka_offsets
-from pipelines.clusters import free_port
-from pipelines.workload import consume, produce
+from pipelines.devtools.clusters import free_port
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).parent

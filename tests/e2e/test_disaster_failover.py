@@ -8,11 +8,12 @@ from collections import Counter
 import pytest
 
 from ledger.config import config_from_mapping
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
 from pipelines.checkpoint.engine import Checkpointer
-from pipelines.clusters import EmbeddedClusters, free_port
+from pipelines.devtools.clusters import EmbeddedClusters, free_port
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 @pytest.fixture

@@ -23,11 +23,12 @@ import json
 import pytest
 from confluent_kafka import Producer
 
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
 from pipelines.checkpoint.engine import Checkpointer
 from pipelines.checkpoint.readiness import pass_readiness
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.spark import ledger_engine
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 

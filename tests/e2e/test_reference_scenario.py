@@ -17,10 +17,11 @@ import yaml
 from expectations import validate_ledger
 from ledger.schemas import OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli
 from pipelines.audit.audit import run_audit
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 PARTITIONS = 3

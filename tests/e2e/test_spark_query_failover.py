@@ -24,9 +24,10 @@ from pyspark.sql import functions as F
 
 from ledger.schemas import OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli
+from pipelines.devtools.workload import produce
+from pipelines.edge import kafka_admin
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def run_query(spark, bootstrap: str, subscribe: str, starting: str, checkpoint: Path,

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from ledger.schemas import OFFSET_SYNCS, SCHEMAS
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def _delete_first_commit(table: Path) -> None:

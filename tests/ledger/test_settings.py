@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ledger import settings
+from pipelines.devtools import settings as dev_settings
 
 pytestmark = pytest.mark.unit
 
@@ -23,19 +24,19 @@ def test_read_at_call_time_not_at_import(monkeypatch):
 
 
 def test_empty_means_default(monkeypatch):
-    for name in (settings.SPARK_MASTER, settings.BROKER_START_TIMEOUT, settings.JARS_DIR,
+    for name in (settings.SPARK_MASTER, dev_settings.BROKER_START_TIMEOUT, settings.JARS_DIR,
                  settings.CONFIG):
         monkeypatch.setenv(name, "  ")
     assert settings.spark_master() == "local[*]"
-    assert settings.broker_start_timeout() == 90.0
+    assert dev_settings.broker_start_timeout() == 90.0
     assert settings.jars_dir() is None
     assert settings.config_path() is None
 
 
 @pytest.mark.parametrize(("name", "value", "read"), [
     (settings.SHUFFLE, "four", settings.shuffle_partitions),
-    (settings.BROKER_START_TIMEOUT, "-1", settings.broker_start_timeout),
-    (settings.TEST_KILLS, "2.5", settings.test_kills),
+    (dev_settings.BROKER_START_TIMEOUT, "-1", dev_settings.broker_start_timeout),
+    (dev_settings.TEST_KILLS, "2.5", dev_settings.test_kills),
 ])
 def test_a_wrong_value_names_the_variable(monkeypatch, name, value, read):
     monkeypatch.setenv(name, value)

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipelines import kafka_errors
-from pipelines.kafka_errors import KafkaAccessError
+from pipelines.edge import kafka_errors
+from pipelines.edge.kafka_errors import KafkaAccessError
 from pipelines.passes import run_passes, supervise, wants_supervisor
 
 pytestmark = pytest.mark.unit

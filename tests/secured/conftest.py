@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from ledger.config import Config, config_from_mapping
-from pipelines import cluster_security
-from pipelines.clusters import EmbeddedClusters, free_port
+from pipelines.devtools import cluster_security
+from pipelines.devtools.clusters import EmbeddedClusters, free_port
 
 ALIASES = ("P", "B")
 

@@ -15,9 +15,10 @@ import logging
 import pytest
 
 from ledger.config import ClusterConfig
-from pipelines import cli, kafka_offsets
+from pipelines import cli
 from pipelines.acls.admin import describe
 from pipelines.acls.rules import Binding
+from pipelines.edge import kafka_offsets
 from tests.secured.conftest import (
     create_topic,
     grant_replicator,

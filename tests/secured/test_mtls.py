@@ -11,8 +11,9 @@ from collections import Counter
 
 import pytest
 
-from pipelines import cli, kafka_admin
-from pipelines.cluster_security import make_ca, sign
+from pipelines import cli
+from pipelines.devtools.cluster_security import make_ca, sign
+from pipelines.edge import kafka_admin
 from tests.secured.conftest import (
     create_topic,
     grant_app,

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import cli, kafka_admin, kafka_offsets
-from pipelines.cluster_security import make_ca
+from pipelines import cli
+from pipelines.devtools.cluster_security import make_ca
+from pipelines.edge import kafka_admin, kafka_offsets
 from tests.secured.conftest import (
     committed_values,
     create_topic,

@@ -17,10 +17,11 @@ import yaml
 from ledger.records import Operation
 from ledger.schemas import OFFSET_SYNCS, OPERATION_CHECKPOINTS, OPERATION_RUNS, OPERATIONS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli
 from pipelines.audit.horizon import past_horizon
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.dbt, pytest.mark.kafka, pytest.mark.spark]
 RETENTION_DAYS = 3 / 86400  # three seconds

@@ -16,10 +16,11 @@ from deltalake import DeltaTable
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from ledger.span_snapshots import SpanSnapshot
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
 from pipelines import spark as spark_module
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 CLI = str(Path(sys.executable).with_name("offset-ledger"))

@@ -10,7 +10,6 @@ from ledger import schemas
 from ledger.config import config_from_mapping
 from ledger.store import OffsetSyncStore
 from ledger.translation import Run
-from pipelines import kafka_admin
 from pipelines.checkpoint import engine as checkpoint_engine
 from pipelines.checkpoint.compute import (
     GroupCommit,
@@ -21,6 +20,7 @@ from pipelines.checkpoint.compute import (
 )
 from pipelines.checkpoint.engine import Checkpointer, CheckpointPlan, CheckpointResult, resume_point
 from pipelines.checkpoint.mapping import FORWARD, REVERSE, map_topic, subscribe_topics
+from pipelines.edge import kafka_admin
 
 pytestmark = pytest.mark.unit
 

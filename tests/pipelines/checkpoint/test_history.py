@@ -11,10 +11,11 @@ from ledger.engine import LedgerEngine
 from ledger.records import CheckpointRecord
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
 from pipelines.checkpoint import history
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

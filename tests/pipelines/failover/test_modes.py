@@ -13,9 +13,10 @@ from confluent_kafka import Producer
 
 from ledger.schemas import OPERATIONS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 class LiveProducer:

@@ -18,12 +18,13 @@ import pytest
 
 from ledger.engine import LedgerEngine
 from ledger.schemas import OFFSET_SYNCS, REPLICATION_PROGRESS
-from pipelines import cli, kafka_admin
+from pipelines import cli
 from pipelines import spark as spark_module
 from pipelines.checkpoint.coverage import Need
 from pipelines.checkpoint.readiness import CoverageCheck, RecordedEnd, recorded_ends
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def no_jvm(*args, **kwargs):

@@ -13,9 +13,10 @@ import pytest
 
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_continuously
-from pipelines.workload import consume, produce
 from tests.pipelines.failover.test_modes import LiveProducer, failover
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]

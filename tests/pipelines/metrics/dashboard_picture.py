@@ -35,8 +35,9 @@ from pathlib import Path
 import yaml
 
 from ledger.config import config_from_mapping
-from pipelines import kafka_admin, workload
-from pipelines.clusters import EmbeddedClusters, free_port
+from pipelines.devtools import workload
+from pipelines.devtools.clusters import EmbeddedClusters, free_port
+from pipelines.edge import kafka_admin
 from tests.pipelines.metrics.servers import Job, Prometheus, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

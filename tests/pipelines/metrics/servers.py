@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.clusters import free_port
+from pipelines.devtools.clusters import free_port
 from pipelines.passes import die_with_parent
 
 

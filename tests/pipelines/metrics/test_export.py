@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ledger.config import ConfigError, config_from_mapping, parse_address
-from pipelines.clusters import free_port
+from pipelines.devtools.clusters import free_port
 from pipelines.metrics import Metrics
 from pipelines.metrics.export import Exporter, Settings, add_arguments, job_metrics, settings
 from tests.pipelines.metrics.servers import http_get

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipelines import cli, kafka_offsets, workload
-from pipelines.clusters import free_port
+from pipelines import cli
+from pipelines.devtools import workload
+from pipelines.devtools.clusters import free_port
+from pipelines.edge import kafka_offsets
 from tests.pipelines.metrics.servers import Job, Prometheus, http_get, wait_for
 from tests.pipelines.replicate.kafka_io import create, delete
 

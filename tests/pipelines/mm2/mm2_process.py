@@ -156,7 +156,7 @@ def new_run_id() -> str:
 
 def ends(cluster: Any, topic: str) -> dict[int, int]:
     """End offset of every partition of ``topic``."""
-    from pipelines import kafka_admin, kafka_offsets
+    from pipelines.edge import kafka_admin, kafka_offsets
 
     partitions = kafka_admin.list_topics(cluster)[topic]
     return {p: hw for p, (_, hw) in kafka_offsets.watermarks(cluster, topic, partitions).items()}
@@ -164,7 +164,7 @@ def ends(cluster: Any, topic: str) -> dict[int, int]:
 
 def replicated(config: Any, topic: str) -> bool:
     """MM2 has copied every record of ``topic`` to ``P.<topic>`` on B."""
-    from pipelines import kafka_admin
+    from pipelines.edge import kafka_admin
 
     if f"P.{topic}" not in kafka_admin.list_topics(config.cluster("B")):
         return False

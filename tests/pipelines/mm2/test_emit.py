@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.mm2 import formats
 from pipelines.mm2.ingest import Source, read_topic
 from pipelines.replicate.job import replicate_once
 from pipelines.spark import jars_dir
-from pipelines.workload import consume, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 

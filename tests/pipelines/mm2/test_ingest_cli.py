@@ -34,7 +34,8 @@ def test_bad_flow_is_an_error_and_writes_nothing(config_path, tmp_path, capsys, 
 
 def test_continuous_ingest_reads_the_file_again_before_each_pass(config_path, monkeypatch,
                                                                  capsys):
-    from pipelines import preflight, spark
+    from pipelines import spark
+    from pipelines.edge import preflight
     from pipelines.mm2 import ingest
 
     seen = []
@@ -46,7 +47,7 @@ def test_continuous_ingest_reads_the_file_again_before_each_pass(config_path, mo
         config_path.write_text(yaml.safe_dump(doc))
         return type("Done", (), {"summary": lambda self: "pass"})()
 
-    monkeypatch.setattr(preflight, "check_reachable", lambda cluster: None)
+    monkeypatch.setattr(preflight, "check_reachable", lambda cluster, timeout=None: None)
     monkeypatch.setattr(spark, "get_spark", lambda name: None)
     monkeypatch.setattr(ingest, "ingest_once", one_pass)
     assert cli.main(["ingest", "mm2", "--flow", "P->B", "--interval", "0", "--max-passes", "3",

@@ -10,10 +10,11 @@ from pyspark.sql import functions as F
 
 from ledger.schemas import OFFSET_SYNCS, OPERATIONS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin, kafka_offsets
+from pipelines import cli
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.mm2 import formats
 from pipelines.mm2.ingest import Source, read_topic
-from pipelines.workload import consume, produce
 from tests.pipelines.mm2.mm2_process import (
     await_checkpointed,
     await_condition,

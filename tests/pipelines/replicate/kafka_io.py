@@ -13,7 +13,7 @@ from ledger import direct
 from ledger.config import ClusterConfig, Config
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
-from pipelines import kafka_admin
+from pipelines.edge import kafka_admin
 
 DEADLINE_S = 60.0
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ledger.config import config_from_mapping
-from pipelines.clusters import EmbeddedClusters, free_port
+from pipelines.devtools.clusters import EmbeddedClusters, free_port
 from tests.pipelines.replicate.kafka_io import create, create_replication_tables, produce, sample
 from tests.pipelines.replicate.test_streaming import Job, check_exact, covered
 

@@ -11,8 +11,8 @@ from ledger.config import ConfigError
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
 from pipelines import cli
-from pipelines.clusters import free_port
-from pipelines.kafka_admin import KafkaAdminError
+from pipelines.devtools.clusters import free_port
+from pipelines.edge.kafka_admin import KafkaAdminError
 from pipelines.replicate.job import replicate_once
 from pipelines.replicate.topics import MissingSourceTopicError
 

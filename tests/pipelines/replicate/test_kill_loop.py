@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger import settings
 from ledger.schemas import OFFSET_SYNCS
+from pipelines.devtools import settings as dev_settings
 from pipelines.replicate import topics
 from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
@@ -58,7 +58,7 @@ def _newest_append(location: str) -> int:
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_kill_9_repeatedly_under_load_then_topic_changes(make_config, unique, tmp_path,
                                                         exactly_once):
-    kills = settings.test_kills()
+    kills = dev_settings.test_kills()
     topic = unique("load")
     config = make_config(flows={"P->B": {"topics": [f"{topic}.*"]}},
                          exactly={"once": {"enabled": exactly_once}})

@@ -9,7 +9,7 @@ from confluent_kafka import Producer
 
 from ledger.schemas import OFFSET_SYNCS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
-from pipelines import kafka_admin
+from pipelines.edge import kafka_admin
 from pipelines.replicate import topics
 from pipelines.replicate.job import replicate_once
 from tests.pipelines.replicate.kafka_io import (

@@ -14,7 +14,7 @@ import pytest
 
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
-from pipelines import kafka_offsets
+from pipelines.edge import kafka_offsets
 from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
     assert_runs_exact,

@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from pipelines import kafka_errors
+from pipelines.edge import kafka_errors
 from pipelines.replicate import channel, stream_task
 
 pytestmark = pytest.mark.unit

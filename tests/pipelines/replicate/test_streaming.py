@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pipelines import kafka_admin
+from pipelines.edge import kafka_admin
 from pipelines.replicate import channel, topics
 from pipelines.replicate.job import LeaseError, replicate_continuously
 from tests.pipelines.replicate.kafka_io import (

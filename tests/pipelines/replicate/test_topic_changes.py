@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
-from pipelines import kafka_admin
+from pipelines.edge import kafka_admin
 from pipelines.replicate import topics
 from pipelines.replicate.job import replicate_continuously, replicate_once
 from pipelines.replicate.replicator import FlowReplicator

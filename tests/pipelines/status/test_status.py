@@ -8,10 +8,11 @@ import pytest
 from confluent_kafka import Producer
 
 from ledger.tables import Ledger
-from pipelines import cli, kafka_admin
+from pipelines import cli
+from pipelines.devtools.workload import produce
+from pipelines.edge import kafka_admin
 from pipelines.mm2 import heartbeats
 from pipelines.replicate.job import replicate_once
-from pipelines.workload import produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
 def status(config, *argv: str, capsys) -> tuple[int, dict]:

@@ -1,4 +1,5 @@
-"""pipelines.kafka_offsets (every offset read) and the command's admin clients (kafka_admin)."""
+"""pipelines.edge.kafka_offsets (every offset read) and the command's admin clients
+(kafka_admin)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from confluent_kafka import Producer
 
 from ledger.config import ClusterConfig
-from pipelines import kafka_admin, kafka_offsets
-from pipelines.kafka_errors import KafkaAccessError
+from pipelines.edge import kafka_admin, kafka_offsets
+from pipelines.edge.kafka_errors import KafkaAccessError
 
 P = ClusterConfig("P", {"bootstrap.servers": "p:9092"})
 B = ClusterConfig("B", {"bootstrap.servers": "b:9092"})

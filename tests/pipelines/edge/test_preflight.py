@@ -1,4 +1,4 @@
-"""``pipelines.preflight.await_reachable``: a continuous job started while a cluster restarts
+"""``pipelines.edge.preflight.await_reachable``: a continuous job started while a cluster restarts
 waits for it; any other failure (and the end of the wait) is raised as it is (torture F5)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from ledger.config import ClusterConfig
-from pipelines import kafka_errors, preflight
-from pipelines.kafka_errors import KafkaAccessError
+from pipelines.edge import kafka_errors, preflight
+from pipelines.edge.kafka_errors import KafkaAccessError
 
 pytestmark = pytest.mark.unit
 
@@ -36,7 +36,7 @@ def probes(monkeypatch, answers: list[BaseException | None]) -> list[float]:
 
 def test_a_restarting_cluster_is_waited_for_with_one_warning(monkeypatch, caplog):
     calls = probes(monkeypatch, [DOWN, DOWN, DOWN, None])
-    with caplog.at_level(logging.WARNING, logger="pipelines.preflight"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.edge.preflight"):
         preflight.await_reachable(CLUSTER, 60.0, 10.0)
     assert calls == [10.0] * 4
     waits = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]

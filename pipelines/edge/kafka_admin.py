@@ -10,8 +10,8 @@ Invariants:
       dropped when the command ends, as MirrorMaker 2 builds its admin clients once per task
       and closes them at stop. Outside it (a thread the command started, a test) each call
       builds its own client, dropped with the call.
-    * Offsets (earliest, latest, committed, by time) are read by ``pipelines.kafka_offsets``.
-    * Every failure is a :class:`KafkaAdminError` classified by ``pipelines.kafka_errors``
+    * Offsets (earliest, latest, committed, by time) are read by ``pipelines.edge.kafka_offsets``.
+    * Every failure is a :class:`KafkaAdminError` classified by ``pipelines.edge.kafka_errors``
       (authentication, TLS, a missing ACL naming the operation and resource, unreachable,
       unknown topic): each client carries an ``ErrorWatch`` whose cause explains a vague
       transport error. A topic is looked up by name (:func:`describe_topics`) before it is
@@ -40,8 +40,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ledger.config import ClusterConfig
 from ledger.errors import OffsetLedgerError
-from pipelines import kafka_errors
-from pipelines.kafka_errors import KafkaAccessError
+from pipelines.edge import kafka_errors
+from pipelines.edge.kafka_errors import KafkaAccessError
 
 TIMEOUT_S = 15.0
 # Longer than any request timeout: a future must finish before its client may be destroyed.

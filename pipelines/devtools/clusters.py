@@ -34,7 +34,8 @@ from typing import Any
 from ledger import settings
 from ledger.config import ClusterConfig, Config, load_config
 from ledger.errors import OffsetLedgerError
-from pipelines.cluster_security import (
+from pipelines.devtools import settings as dev_settings
+from pipelines.devtools.cluster_security import (
     SECURITY_MODES,
     SecurityMaterial,
     mode_file,
@@ -56,7 +57,7 @@ controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 """
-# Either kind of listeners (above, or pipelines.cluster_security's secured ones) + these.
+# Either kind of listeners (above, or pipelines.devtools.cluster_security's secured ones) + these.
 BROKER_PROPERTIES = """\
 log.dirs={log_dir}
 num.partitions=1
@@ -223,7 +224,7 @@ class EmbeddedClusters:
                  security: str | None = None) -> None:
         """``tied_to_parent``: the brokers die with this process (tests), instead of outliving
         it (``clusters up``). ``security``: ``sasl_ssl`` or ``mtls`` for secured brokers
-        (``pipelines.cluster_security``); by default, what the data dir was set up with."""
+        (``pipelines.devtools.cluster_security``); by default, what the data dir was set up with."""
         self.config = config
         self.tied_to_parent = tied_to_parent
         self.aliases = aliases or list(config.clusters)
@@ -317,7 +318,7 @@ class EmbeddedClusters:
             if result.returncode != 0:
                 raise ClusterError(f"cluster {alias}: formatting the KRaft log dir failed: "
                                    f"{(result.stderr or result.stdout).strip()[-500:]}")
-        heap = settings.broker_heap()
+        heap = dev_settings.broker_heap()
         return [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC",
                 "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
@@ -329,7 +330,7 @@ class EmbeddedClusters:
         """Start every broker not already running; return ``{alias: bootstrap}``. ``timeout``:
         seconds to wait for each (default ``$OFFSET_LEDGER_BROKER_START_TIMEOUT``)."""
         if timeout is None:
-            timeout = settings.broker_start_timeout()
+            timeout = dev_settings.broker_start_timeout()
         started: list[str] = []
         procs: dict[str, subprocess.Popen] = {}
         try:

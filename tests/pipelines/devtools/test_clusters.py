@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from ledger.config import config_from_mapping
-from pipelines import kafka_admin, kafka_offsets
-from pipelines.clusters import ClusterError, EmbeddedClusters, free_port
+from pipelines.devtools.clusters import ClusterError, EmbeddedClusters, free_port
+from pipelines.edge import kafka_admin, kafka_offsets
 
 pytestmark = pytest.mark.kafka
 
@@ -87,7 +87,7 @@ def test_unknown_alias_is_refused(kafka_clusters):
 def test_cluster_ids_never_look_like_options(monkeypatch):
     import uuid
 
-    from pipelines import clusters
+    from pipelines.devtools import clusters
 
     # 0xf8 encodes to "-" first in urlsafe base64; the next draw is an ordinary id.
     draws = iter([uuid.UUID(bytes=b"\xf8" + b"\x00" * 15), uuid.UUID(int=1)])

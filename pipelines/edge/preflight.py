@@ -13,7 +13,7 @@ Invariants:
     * A cluster probe waits at most ``timeout`` seconds, and fails early when librdkafka
       reports every broker down or a failed authentication/TLS handshake: a stopped broker is
       named unreachable in milliseconds, a slow but live one is given the whole timeout. The
-      error is classified as every Kafka error is (``pipelines.kafka_errors``: unreachable,
+      error is classified as every Kafka error is (``pipelines.edge.kafka_errors``: unreachable,
       authentication, TLS, ...), never "unreachable" for a wrong password.
     * A continuous job (``replicate`` streaming, ``checkpoint``, ``ingest mm2`` without
       ``--once``) started while a cluster restarts waits for it (:func:`await_reachable`, at
@@ -32,7 +32,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ledger.config import ClusterConfig, Config, ConfigError, FlowConfig
-from pipelines import kafka_admin, kafka_errors
+from pipelines.edge import kafka_admin, kafka_errors
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ FATAL = {KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION, KafkaError._S
 
 
 def check_reachable(cluster: ClusterConfig, timeout: float = PROBE_TIMEOUT_S) -> None:
-    """Raise a classified ``KafkaAdminError`` (``pipelines.kafka_errors``) unless ``cluster``
+    """Raise a classified ``KafkaAdminError`` (``pipelines.edge.kafka_errors``) unless ``cluster``
     answers a metadata request; early when librdkafka reports the cause (see the invariants)."""
     down: list[KafkaError] = []
 

@@ -14,8 +14,8 @@ Invariants:
       (what a ``read_committed`` consumer can read up to, even while a transaction is open).
     * A retriable error (a replica just created whose leader is not elected yet, a leader
       moving, a timed-out request) is retried for up to ``RETRY_S``; every other failure is a
-      ``KafkaAdminError`` classified by ``pipelines.kafka_errors`` (authentication, TLS, a missing
-      ACL naming the topic or group, unreachable, unknown topic).
+      ``KafkaAdminError`` classified by ``pipelines.edge.kafka_errors`` (authentication, TLS,
+      a missing ACL naming the topic or group, unreachable, unknown topic).
     * Requests go through the command's admin client for the cluster (``kafka_admin.admin``):
       one request for all partitions asked for.
 """
@@ -36,7 +36,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import OffsetSpec
 
 from ledger.config import ClusterConfig
-from pipelines import kafka_admin
+from pipelines.edge import kafka_admin
 
 TP = tuple[str, int]
 Which = Literal["earliest", "latest", "committed"] | int
@@ -72,7 +72,7 @@ def list_offsets(cluster: ClusterConfig, which: Which, partitions: Iterable[TP] 
             failing the call (a replica not created yet).
 
     Raises:
-        KafkaAdminError: classified (``pipelines.kafka_errors``), naming the topic or group.
+        KafkaAdminError: classified (``pipelines.edge.kafka_errors``), naming the topic or group.
     """
     if which == "committed":
         if group is None:

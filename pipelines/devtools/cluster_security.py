@@ -1,7 +1,7 @@
 """Secured embedded clusters: a CA made at setup, TLS listeners, SCRAM users, an authorizer.
 
 ``offset-ledger clusters up --security sasl_ssl|mtls`` (and the secured test fixture) start
-the embedded brokers of :mod:`pipelines.clusters` like production ones:
+the embedded brokers of :mod:`pipelines.devtools.clusters` like production ones:
 
     clients --EXTERNAL (SASL_SSL + SCRAM-SHA-512, or SSL with client certificates)--> broker
     broker  --INTERNAL / CONTROLLER (SSL, client certificate CN=broker)------------> itself

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from pipelines import kafka_errors
-from pipelines.cluster_security import make_ca, sign
-from pipelines.kafka_errors import ErrorWatch, KafkaAccessError, classify
+from pipelines.devtools.cluster_security import make_ca, sign
+from pipelines.edge import kafka_errors
+from pipelines.edge.kafka_errors import ErrorWatch, KafkaAccessError, classify
 from pipelines.replicate import copy_task
 from pipelines.replicate.copy_task import CopyRange
 
@@ -249,7 +249,7 @@ EXPIRED = "the broker's certificate has expired (certificate has expired): renew
 
 def test_an_expired_certificate_is_named_with_what_to_fix(pki: Path, expired_broker: str):
     from ledger.config import config_from_mapping
-    from pipelines import preflight
+    from pipelines.edge import preflight
 
     properties = {"bootstrap.servers": expired_broker, "security.protocol": "SASL_SSL",
                   "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "replicator",

@@ -29,9 +29,9 @@ from confluent_kafka.admin import AdminClient
 
 from ledger.config import Config, FlowConfig
 from ledger.tables import Ledger
-from pipelines import kafka_admin
-from pipelines.clusters import EmbeddedClusters
-from pipelines.workload import consume, produce
+from pipelines.devtools.clusters import EmbeddedClusters
+from pipelines.devtools.workload import consume, produce
+from pipelines.edge import kafka_admin
 
 TOPIC = "Payments"
 

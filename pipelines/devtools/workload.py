@@ -12,7 +12,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ledger.config import ClusterConfig
-from pipelines import kafka_admin, kafka_offsets
+from pipelines.edge import kafka_admin, kafka_offsets
 
 RETRIABLE = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT)
