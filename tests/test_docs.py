@@ -32,6 +32,15 @@ def test_readme_stays_short_and_leads_with_the_runbooks():
         assert heading in readme
 
 
+def test_the_readme_quotes_each_pinned_line_word_for_word():
+    # tests/e2e/test_runbook_lines.py compares each with what the verb prints.
+    from tests.docs_quotes import QUOTES
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    missing = [q for q in QUOTES.values() if f"`{q}`" not in readme]
+    assert not missing, f"README.md no longer quotes {missing}: update tests/docs_quotes.py"
+
+
 @pytest.mark.parametrize("page", ["README.md", *sorted(
     str(p.relative_to(ROOT)) for p in DOCS.glob("*.md"))])
 def test_local_links_resolve(page):
