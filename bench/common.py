@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -203,19 +204,35 @@ def require_mm2_jars() -> None:
                          f"-DoutputDirectory={mm2_jars()}")
 
 
+MM2_VARIANTS = ("default", "tuned", "eos")
+
+
 def mm2_command(source: ClusterConfig, target: ClusterConfig, topics: str, workdir: Path,
-                tasks: int, tuned: bool) -> tuple[list[str], dict[str, str]]:
+                tasks: int, variant: str = "default") -> tuple[list[str], dict[str, str]]:
     """The peer's ``mm2.sh`` for flow P->B of ``topics`` (an MM2 regex list), its environment.
 
-    Fresh Connect internal topics per call (``MM2_RUN_ID``); ``tuned`` appends the peer's
-    ``mm2-tuned.properties`` (producer batching and idempotence).
+    Fresh Connect internal topics per call (``MM2_RUN_ID``). ``variant``: ``default``
+    (Connect's defaults), ``tuned`` (the peer's ``mm2-tuned.properties``: producer batching
+    and idempotence) or ``eos`` (the peer's ``mm2-eos.properties``: MirrorMaker 2's own
+    exactly-once, KIP-618, with its KIP-710 REST listener moved to a free port so that runs
+    never collide on the file's fixed one).
     """
+    if variant not in MM2_VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(MM2_VARIANTS)}, not {variant!r}")
     require_mm2_jars()
     env = {**os.environ, "MM2_P": source.bootstrap_servers, "MM2_B": target.bootstrap_servers,
            "MM2_TOPICS": topics, "MM2_TASKS_MAX": str(tasks),
            "MM2_RUN_ID": uuid.uuid4().hex[:8]}
-    if tuned:
+    env.pop("MM2_EXTRA_PROPS", None)
+    if variant == "tuned":
         env["MM2_EXTRA_PROPS"] = str(mm2_dir() / "mm2-tuned.properties")
-    else:
-        env.pop("MM2_EXTRA_PROPS", None)
+    elif variant == "eos":
+        from pipelines.devtools.clusters import free_port
+
+        props = re.sub(r"(?m)^listeners\s*=.*$", f"listeners = http://127.0.0.1:{free_port()}",
+                       (mm2_dir() / "mm2-eos.properties").read_text())
+        workdir.mkdir(parents=True, exist_ok=True)
+        extra = workdir / "mm2-eos.properties"
+        extra.write_text(props)
+        env["MM2_EXTRA_PROPS"] = str(extra)
     return ["bash", str(mm2_dir() / "mm2.sh"), str(mm2_jars()), str(workdir)], env

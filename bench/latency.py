@@ -1,11 +1,11 @@
 """Replication latency side by side: offset-ledger streaming (at-least-once, exactly-once) and
-real MirrorMaker 2 (defaults, tuned), then 1,000 partitions at light load.
+real MirrorMaker 2 (defaults, tuned, exactly-once), then 1,000 partitions at light load.
 
 ``python -m bench.latency [--rounds 2] [--seconds 60] [--rates 2000,50000]``
 
 One run starts a pair of embedded KRaft clusters (or uses ``--config``'s running P and B) and
 runs, per round and rate, each system on a fresh 6-partition source topic, in alternating
-order (round 1: ol-alo, ol-eos, mm2-default, mm2-tuned; round 2 reversed):
+order (round 1: ol-alo, ol-eos, mm2-default, mm2-tuned, mm2-eos; round 2 reversed):
 
 * **ol-alo**: ``offset-ledger replicate --flow 'P->B'`` continuous (with ``--commit-interval``
   where the CLI has it), one ledger initialised before the first run, as deployed.
@@ -13,6 +13,9 @@ order (round 1: ol-alo, ol-eos, mm2-default, mm2-tuned; round 2 reversed):
   has no such option.
 * **mm2-default**: the peer's ``mm2.sh`` (dedicated mode), ``tasks.max=1``, Connect defaults.
 * **mm2-tuned**: the same with the peer's ``mm2-tuned.properties`` (``--mm2-tuned-tasks``).
+* **mm2-eos**: the same with the peer's ``mm2-eos.properties``: MirrorMaker 2's own
+  exactly-once (KIP-618, one transaction per poll), the peer of ``ol-eos``
+  (``--mm2-tuned-tasks`` tasks).
 
 Before round 1 the brokers carry 30 s of unmeasured load (``--warm-brokers``) and every system
 runs one short unmeasured case (``--warm-up-seconds``), so no system pays for the brokers'
@@ -73,7 +76,7 @@ from ledger.config import ClusterConfig, Config, load_config
 from ledger.schemas import OFFSET_SYNCS
 from pipelines.edge import kafka_admin
 
-SYSTEMS = ("ol-alo", "ol-eos", "mm2-default", "mm2-tuned")
+SYSTEMS = ("ol-alo", "ol-eos", "mm2-default", "mm2-tuned", "mm2-eos")
 SCALE_TOPICS, SCALE_PARTITIONS, SCALE_PREFILL = 200, 5, 5
 START_TIMEOUT_S = 300.0
 SCALE_START_TIMEOUT_S = 1200.0  # 1,000 new partitions a side: minutes on a busy 2-core machine
@@ -233,7 +236,7 @@ class Bench:
         regex = "|".join(topics) if len(topics) < 10 else f"{name}-.*"
         tasks = 1 if system == "mm2-default" else self.args.mm2_tuned_tasks
         command, env = mm2_command(self.source, self.target, regex, self.workdir / name,
-                                   tasks=tasks, tuned=system == "mm2-tuned")
+                                   tasks=tasks, variant=system.removeprefix("mm2-"))
         with log.open("w") as out:
             proc = procs.start(command, env=env, stdout=out, stderr=out)
         return proc, launched

@@ -10,6 +10,7 @@ LABELS = {
     "ol-eos": "offset-ledger, exactly-once",
     "mm2-default": "MirrorMaker 2, defaults (tasks.max=1)",
     "mm2-tuned": "MirrorMaker 2, tuned",
+    "mm2-eos": "MirrorMaker 2, exactly-once",
 }
 
 
@@ -114,6 +115,11 @@ def targets(result: dict) -> list[str]:
                 vs("mm2-tuned", lambda r: r["cores"]), 0.5)
             add("CPU cores <= 0.5x MM2 default's", rate, system,
                 vs("mm2-default", lambda r: r["cores"]), 0.5)
+            if system == "ol-eos":  # exactly-once against exactly-once
+                add("p50 latency <= MM2 exactly-once's p50", rate, system,
+                    vs("mm2-eos", lambda r: r["latency_ms"]["p50"]), 1.0)
+                add("p99 latency <= MM2 exactly-once's p99", rate, system,
+                    vs("mm2-eos", lambda r: r["latency_ms"]["p99"]), 1.0)
             add(f"ledger lag p99 <= commit interval + 1 s ({ci + 1:g} s)", rate, system,
                 lambda r, n, rate: (r["ledger_lag_ms"]["p99"] / ((ci + 1) * 1000)
                                     if _ok(r) and r["ledger_lag_ms"]["p99"] is not None

@@ -254,7 +254,7 @@ def _ledger_location(workdir: Path, topic: str, args: argparse.Namespace) -> Pat
 
 def run_mm2(base: Config, topic: str, workdir: Path, args: argparse.Namespace) -> dict:
     command, env = mm2_command(base.cluster("P"), base.cluster("B"), topic,
-                               workdir / f"mm2-{topic}", tasks=2, tuned=True)
+                               workdir / f"mm2-{topic}", tasks=2, variant="tuned")
     proc = subprocess.Popen(command, env=env)
     watch = Watch(proc.pid, base.cluster("B"), f"P.{topic}", args.partitions, args.records)
     try:
