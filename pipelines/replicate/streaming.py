@@ -719,6 +719,18 @@ class StreamingReplicator:
         partitions = [tp for tp in partitions if tp in self.r.positions]
         if not partitions:
             return
+        try:
+            control_start = self._control_end()
+        except kafka_errors.KafkaAccessError as exc:
+            if exc.kind not in kafka_errors.TRANSIENT:
+                raise
+            # The target (the runs channel's cluster) does not answer: a task started now
+            # could not report. Its partitions wait, as an ended task's do (torture 11003 eos:
+            # partitions added on B while P, B->P's target, was down).
+            self._postpone(slot, partitions)
+            log.warning("flow %s: copy task for %d partition(s) not started, tried again "
+                        "later: %s", self.r.flow.name, len(partitions), first_line(exc))
+            return
         self._gen += 1
         task = f"{self.r.result.run_id}/{slot}/{self._gen}"
         starts = []
@@ -733,7 +745,7 @@ class StreamingReplicator:
             self.owner[tp] = task
         target = self.r.config.cluster(self.r.flow.target)
         spec = stream_task.StreamSpec(
-            task=task, channel_topic=self.topic, control_start=self._control_end(),
+            task=task, channel_topic=self.topic, control_start=control_start,
             partitions=tuple(starts),
             consumer_config=source.consumer_config(
                 self.r.config.cluster(self.r.flow.source).properties, len(starts),
@@ -753,6 +765,8 @@ class StreamingReplicator:
                  len(partitions))
 
     def _control_end(self) -> int:
+        """The end of the channel's control partition; a classified ``KafkaAccessError``
+        (``unreachable`` while the target is away) when neither consumer can read it."""
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         tp = TopicPartition(self.topic, channel.CONTROL_PARTITION)
@@ -764,6 +778,9 @@ class StreamingReplicator:
                                                      "log_level": 3}))
             try:
                 _, high = probe.get_watermark_offsets(tp, timeout=10, cached=False)
+            except KafkaException as exc:
+                raise kafka_admin.failure(target, exc, operation="DESCRIBE",
+                                          resource=f"topic {self.topic}") from None
             finally:
                 probe.close()
         return max(0, high)
@@ -818,10 +835,14 @@ class StreamingReplicator:
         log.warning("flow %s: copy task %s ended %s: it restarts from the ledger's position",
                     self.r.flow.name, task, "cleanly" if ok else "with an error or was lost")
         self._settle([t.slot])
-        n = self.failures.get(t.slot, 0) + 1
-        self.failures[t.slot] = n
+        self._postpone(t.slot, list(t.partitions))
+
+    def _postpone(self, slot: int, partitions: list[TP]) -> None:
+        """Start ``partitions`` in ``slot`` later, backing off while starts keep failing."""
+        n = self.failures.get(slot, 0) + 1
+        self.failures[slot] = n
         delay = min(MAX_RESTART_DELAY_S, 0.5 * 2 ** (n - 1))
-        self.restart_at[t.slot] = (time.monotonic() + delay, t.partitions)
+        self.restart_at[slot] = (time.monotonic() + delay, partitions)
 
     def _check_sources(self) -> None:
         before = set(self.r.broken)
