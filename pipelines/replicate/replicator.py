@@ -196,7 +196,7 @@ class FlowReplicator:
         self.tails.update({tp: tail for tp, tail in flow_state.tails.items()
                            if tp in positions and tp not in new_epoch})
 
-    def _check_continuity(self, partitions: set[TP]) -> None:
+    def check_continuity(self, partitions: set[TP]) -> None:
         """Refuse topics whose source no longer holds the record last copied (``continuity``)."""
         tails = {tp: t for tp, t in self.tails.items()
                  if tp in partitions and tp[0] not in self.broken}
@@ -216,12 +216,12 @@ class FlowReplicator:
 
     def run_batch(self, targets: Mapping[TP, int], ends: Mapping[TP, int]) -> int:
         """Copy one bounded batch towards ``targets`` and record it; the ranges planned."""
-        self._refuse_sources_behind(ends)
+        self.refuse_sources_behind(ends)
         ranges = plan.plan_batch(self.positions, targets, self.replicas, self.max_records)
         # Before copying more of a partition: is its source still the topic copied so far?
         # (Only where something is copied: about 40 ms a batch, nothing when idle.)
-        self._check_continuity({r.key for r in ranges})
-        self._drop_broken()
+        self.check_continuity({r.key for r in ranges})
+        self.drop_broken()
         ranges = [r for r in ranges if r.topic not in self.broken]
         if not ranges:
             return 0
@@ -253,7 +253,7 @@ class FlowReplicator:
                 summaries.append(r.summary)
         if summaries:
             recording = time.perf_counter()
-            self._record(summaries, ends)
+            self.record_batch(summaries, ends)
             if self.on_recorded is not None:
                 self.on_recorded(RecordedBatch(
                     tuple(Delivery(r.range.topic, r.range.replica_topic, r.range.partition,
@@ -263,14 +263,15 @@ class FlowReplicator:
         for r in results:  # after the append: positions never lead the ledger
             if r.error is None:
                 self.positions[r.range.key] = max(self.positions[r.range.key], r.position)
-        self._drop_broken()
+        self.drop_broken()
         return len(ranges)
 
-    def _drop_broken(self) -> None:
+    def drop_broken(self) -> None:
         """Topics set aside are not planned again in this pass (a refresh may bring them back)."""
         self.positions = {tp: o for tp, o in self.positions.items() if tp[0] not in self.broken}
 
-    def _refuse_sources_behind(self, ends: Mapping[TP, int]) -> None:
+    def refuse_sources_behind(self, ends: Mapping[TP, int]) -> None:
+        """Refuse topics whose source ends below where their recorded copy ends."""
         for t, p in plan.sources_behind(self.positions, ends):
             self._refuse(t, f"{t}[{p}] ends at offset {ends[(t, p)]}, below offset "
                             f"{self.positions[(t, p)]} where its recorded copy ends")
@@ -292,7 +293,9 @@ class FlowReplicator:
         self.refused.add(topic)
         self.result.errors[topic] = message
 
-    def _record(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
+    def record_batch(self, summaries: list[PartitionSummary], ends: Mapping[TP, int]) -> None:
+        """Record one batch's runs (a bounded batch, or a streaming commit) as batch
+        ``last_batch + 1``, then its progress; both drivers record through this."""
         batch = self.last_batch + 1
         written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
         flow = self.flow

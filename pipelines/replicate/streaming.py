@@ -553,7 +553,7 @@ class StreamingReplicator:
         log.error("flow %s: topic %s left: %s", self.r.flow.name, topic, message)
         self.r.broken[topic] = message
         self.r.result.errors[topic] = message
-        self.r._drop_broken()
+        self.r.drop_broken()
         self._sync_tasks()
 
     def _end_offsets(self) -> dict[TP, int]:
@@ -619,7 +619,7 @@ class StreamingReplicator:
             return
         parts, self.pending = self.pending, []
         started = time.perf_counter()
-        self.r._record(channel.summaries(parts), ends)
+        self.r.record_batch(channel.summaries(parts), ends)
         self.commits += 1
         self.r.positions = channel.positions_after(
             [d for d in parts if d.key in self.r.positions], self.r.positions)
@@ -714,8 +714,8 @@ class StreamingReplicator:
         # Before copying more of a partition: is its source still the topic copied so far?
         self.r.tails.update({tp: t for tp, t in self.tails.items() if tp in partitions})
         self.commit()  # the check and the start read where the accepted runs end
-        self.r._check_continuity(set(partitions))
-        self.r._drop_broken()
+        self.r.check_continuity(set(partitions))
+        self.r.drop_broken()
         partitions = [tp for tp in partitions if tp in self.r.positions]
         if not partitions:
             return
@@ -846,9 +846,9 @@ class StreamingReplicator:
 
     def _check_sources(self) -> None:
         before = set(self.r.broken)
-        self.r._refuse_sources_behind(self._end_offsets())
+        self.r.refuse_sources_behind(self._end_offsets())
         if set(self.r.broken) - before:
-            self.r._drop_broken()
+            self.r.drop_broken()
             self._sync_tasks()
 
     def close(self) -> None:

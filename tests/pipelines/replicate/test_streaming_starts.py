@@ -28,7 +28,7 @@ def driver(fault: KafkaAccessError) -> StreamingReplicator:
     d = StreamingReplicator.__new__(StreamingReplicator)
     d.r = SimpleNamespace(tails={}, positions={tp: 0 for tp in PARTS},
                           flow=SimpleNamespace(name="B->P"),
-                          _check_continuity=lambda tps: None, _drop_broken=lambda: None)
+                          check_continuity=lambda tps: None, drop_broken=lambda: None)
     d.tails, d.failures, d.restart_at, d.tasks = {}, {}, {}, {}
     d.commit = lambda: None
 
