@@ -66,6 +66,16 @@ def _stop(job: subprocess.Popen) -> None:
             job.wait(30)
 
 
+def _topic_with_records(bootstrap: str) -> None:
+    """Topic T1 of 2 partitions with 40 records, 20 on each."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic("T1", 2, 1)])["T1"].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+    for i in range(40):
+        producer.produce("T1", value=f"r{i}".encode(), partition=i % 2)
+    assert producer.flush(60) == 0
+
+
 def _until(condition, bound_s: float) -> bool:
     deadline = time.monotonic() + bound_s
     while not condition():
@@ -126,12 +136,7 @@ def test_checkpoint_job_outlives_a_broker_restart(own_pair, tmp_path):
     abort (this test failed on 2ab9fd6~1 and on 2ab9fd6, passes since b9103ae). The history's
     shape: P->B streaming, a group with commits on P, checkpoint running."""
     clusters, config, boot = own_pair
-    admin = AdminClient({"bootstrap.servers": boot["P"], "log_level": 0})
-    admin.create_topics([NewTopic("T1", 2, 1)])["T1"].result(60)
-    producer = Producer({"bootstrap.servers": boot["P"], "log_level": 0})
-    for i in range(40):
-        producer.produce("T1", value=f"r{i}".encode(), partition=i % 2)
-    assert producer.flush(60) == 0
+    _topic_with_records(boot["P"])
     consumer = Consumer({"bootstrap.servers": boot["P"], "group.id": "G", "log_level": 0,
                          "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition("T1", 0, 10), TopicPartition("T1", 1, 0)],
@@ -173,12 +178,7 @@ def test_streaming_job_started_while_its_source_restarts_waits_for_it(own_pair, 
         assert job.poll() is None, log.read_text(errors="replace")[-3000:]
         assert "cluster P is unreachable at" in log.read_text(errors="replace")
         clusters.up()
-        admin = AdminClient({"bootstrap.servers": boot["P"], "log_level": 0})
-        admin.create_topics([NewTopic("T1", 2, 1)])["T1"].result(60)
-        producer = Producer({"bootstrap.servers": boot["P"], "log_level": 0})
-        for i in range(40):
-            producer.produce("T1", value=f"r{i}".encode(), partition=i % 2)
-        assert producer.flush(60) == 0
+        _topic_with_records(boot["P"])
 
         def copied() -> bool:
             return sum(len(p) for p in read_topic(boot["B"], "P.T1", True).values()) >= 40

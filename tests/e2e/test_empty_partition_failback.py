@@ -27,7 +27,7 @@ from pipelines import cli
 from pipelines.checkpoint.engine import Checkpointer
 from pipelines.checkpoint.readiness import pass_readiness
 from pipelines.devtools.workload import consume, produce
-from pipelines.edge import kafka_admin, kafka_offsets
+from pipelines.edge import kafka_offsets
 from pipelines.spark import ledger_engine
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.spark]
@@ -41,14 +41,9 @@ def produce_to(cluster, topic: str, partitions: list[int], count: int, prefix: s
     assert producer.flush(60) == 0
 
 
-def test_failback_with_a_partition_left_empty_on_the_target(spark, make_config, unique, capsys):
-    topic, group = unique("Payments"), unique("G")
-    config = make_config(flows={
-        "P->B": {"topics": [topic]},
-        "B->P": {"topics": [topic], "reverse.checkpointed.topics": [f"P.{topic}"]}})
-    primary, backup = config.cluster("P"), config.cluster("B")
-    for cluster in (primary, backup):
-        kafka_admin.create_topic(cluster, topic, 3)
+def test_failback_with_a_partition_left_empty_on_the_target(spark, payments, capsys):
+    topic, group, config = payments.topic, payments.group, payments.config
+    primary, backup = payments.primary, payments.backup
     produce(primary, topic, [f"p{i}" for i in range(300)], 3)
     base = ["--config", config.path]
     assert cli.main(["replicate", "--flow", "P->B", "--once", *base]) == 0

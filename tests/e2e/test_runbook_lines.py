@@ -25,20 +25,14 @@ from confluent_kafka import Consumer
 from pipelines import cli
 from pipelines.devtools.clusters import free_port
 from pipelines.devtools.workload import consume, produce
-from pipelines.edge import kafka_admin
 from tests.docs_quotes import assert_printed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka]
 
 
-def test_the_runbooks_print_what_the_readme_quotes(make_config, unique, capsys, tmp_path):
-    topic, group = unique("Payments"), unique("G")
-    config = make_config(flows={
-        "P->B": {"topics": [topic]},
-        "B->P": {"topics": [topic], "reverse.checkpointed.topics": [f"P.{topic}"]}})
-    primary, backup = config.cluster("P"), config.cluster("B")
-    for cluster in (primary, backup):
-        kafka_admin.create_topic(cluster, topic, 3)
+def test_the_runbooks_print_what_the_readme_quotes(payments, capsys, tmp_path):
+    topic, group, config = payments.topic, payments.group, payments.config
+    primary, backup = payments.primary, payments.backup
     produce(primary, topic, [f"p{i}" for i in range(60)], 3)
     base = ["--config", config.path]
 
