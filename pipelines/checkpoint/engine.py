@@ -127,9 +127,11 @@ class Checkpointer:
         return commits, states
 
     def resolve_groups(self, groups: list[str], regex: str | None, source: str,
-                       live: bool) -> list[str]:
+                       live: bool, flow: FlowConfig | None = None) -> list[str]:
         """``groups``, then every group on ``source`` whose id matches ``regex`` entirely (the
-        groups the ledger recorded there when ``source`` is not ``live``)."""
+        groups the ledger recorded there when ``source`` is not ``live``) and that ``flow``'s
+        group allowlist allows: a regex never reaches a group the flow excludes (offset-ledger's
+        own ``offset-ledger-*`` groups, Connect's, MM2's defaults), as ``--group`` would not."""
         out = list(dict.fromkeys(groups))
         if regex:
             try:
@@ -140,10 +142,13 @@ class Checkpointer:
                 known = [g.group_id for g in kafka_admin.list_groups(self.config.cluster(source))]
             else:
                 known = self.recorded_groups(source)
-            out += sorted(g for g in known if pattern.fullmatch(g) and g not in out)
+            out += sorted(g for g in known if pattern.fullmatch(g) and g not in out
+                          and (flow is None or flow.group_allowed(g)))
         if not out:
             raise OffsetLedgerError("no group to move: give --group G (repeatable) or a "
-                                    "--group-regex that matches groups on " + source)
+                                    "--group-regex that matches groups on " + source
+                                    + ("" if flow is None else
+                                       f" allowed by flow {flow.name}'s group allowlist"))
         return out
 
     def recorded_groups(self, source: str) -> list[str]:

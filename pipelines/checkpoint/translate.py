@@ -87,7 +87,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
             live = True
         except kafka_admin.KafkaAdminError:
             live = False  # as for --group: the commits recorded in the ledger answer
-        groups = checkpointer.resolve_groups(groups, args.group_regex, args.source, live)
+        groups = checkpointer.resolve_groups(groups, args.group_regex, args.source, live,
+                                             config.flow(f"{args.source}->{args.target}"))
     result = checkpointer.run(f"{args.source}->{args.target}", groups=groups, sync=False,
                               allow_unreachable_source=True, dry_run=True)
     print(render(translation_rows(result.checkpoints), args.format or "table"))

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import records
-from ledger.config import Config
+from ledger.config import Config, FlowConfig
 from ledger.engine import LedgerEngine
 from ledger.errors import OffsetLedgerError
 from ledger.records import Operation
@@ -182,8 +182,8 @@ class Mover:
         return True
 
     def resolve_groups(self, groups: list[str], regex: str | None, source: str,
-                       live: bool) -> list[str]:
-        return self.checkpointer.resolve_groups(groups, regex, source, live)
+                       live: bool, flow: FlowConfig | None = None) -> list[str]:
+        return self.checkpointer.resolve_groups(groups, regex, source, live, flow)
 
     def wait_for_replication(self, source: str, needs: list[Need],
                              options: MoveOptions) -> list[CommitCoverage]:
@@ -266,7 +266,7 @@ class Mover:
         started_mono, started = time.monotonic(), utcnow()
         flow = self.check_flow(kind, source, target)
         live = self.check_source(source, options)
-        groups = self.resolve_groups(groups, group_regex, source, live)
+        groups = self.resolve_groups(groups, group_regex, source, live, flow)
         self.engine.require() if options.dry_run else self.engine.init()
         source_cluster, target_cluster = self.config.cluster(source), self.config.cluster(target)
         for group in groups:
