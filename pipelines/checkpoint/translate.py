@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", action="append", default=[], metavar="G",
                         help="a consumer group on --from (repeat for several)")
     parser.add_argument("--group-regex", metavar="RE",
-                        help="also every group on --from whose id matches RE entirely")
+                        help="also every group on --from whose id matches RE entirely and that "
+                             "the flow's group allowlist allows")
     parser.add_argument("--offsets", metavar="FILE",
                         help="offsets kept outside Kafka, as Spark's startingOffsets JSON "
                              '({"Payments": {"0": 1000}}), from FILE or - for stdin; prints '

@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", action="append", default=[], metavar="G",
                         help="the consumer group to move (repeat for several)")
     parser.add_argument("--group-regex", metavar="RE",
-                        help="also every group on --from whose id matches RE entirely")
+                        help="also every group on --from whose id matches RE entirely and that "
+                             "the flow's group allowlist allows")
     parser.add_argument("--from", dest="source", required=True, help="cluster alias")
     parser.add_argument("--to", dest="target", required=True, help="cluster alias")
     parser.add_argument("--timeout", type=float, default=120.0,
