@@ -73,6 +73,7 @@ def recorded_ends(engine: LedgerEngine | Ledger, keys: Iterable[Key],
                   enough: dict[Key, int] | None = None,
                   progress: dict[Key, ProgressRecord] | None = None,
                   stores: Mapping[str, OffsetSyncStore] | None = None,
+                  cache: dict[str, OffsetSyncStore] | None = None,
                   ) -> dict[Key, RecordedEnd]:
     """The one readiness rule's ends (see the module docstring) of each flow partition.
 
@@ -80,7 +81,8 @@ def recorded_ends(engine: LedgerEngine | Ledger, keys: Iterable[Key],
     needs no run read (the common case: one small table answers); its ends are the progress
     row's. Every other key's current-epoch spans are loaded (bounded, ``ledger.store``), unless
     ``stores`` holds the flow's already (a checkpoint pass's). ``progress`` may pass rows read
-    already.
+    already. ``cache`` (a caller asking for many groups, e.g. ``status``): a flow's store is
+    loaded whole, once, into it and reused by the next calls, instead of one load per call.
     """
     engine = LedgerEngine.of(engine)
     keys = sorted(set(keys))
@@ -94,8 +96,15 @@ def recorded_ends(engine: LedgerEngine | Ledger, keys: Iterable[Key],
     for flow, topic, partition in doubtful:
         wanted.setdefault(flow, set()).add((topic, partition))
     loaded = dict(stores or {})
-    loaded.update({flow: engine.load_store(flow, topics={t for t, _ in parts}, partitions=parts)
-                   for flow, parts in sorted(wanted.items()) if flow not in loaded})
+    for flow, parts in sorted(wanted.items()):
+        if flow in loaded:
+            continue
+        if cache is None:
+            loaded[flow] = engine.load_store(flow, topics={t for t, _ in parts}, partitions=parts)
+            continue
+        if flow not in cache:
+            cache[flow] = engine.load_store(flow)
+        loaded[flow] = cache[flow]
     out = {}
     for key in keys:
         flow, topic, partition = key
@@ -109,7 +118,8 @@ def recorded_ends(engine: LedgerEngine | Ledger, keys: Iterable[Key],
 
 def assess(config: Config, engine: LedgerEngine | Ledger, source: str, needs: list[Need], *,
            progress: dict[Key, ProgressRecord] | None = None,
-           stores: Mapping[str, OffsetSyncStore] | None = None) -> list[CommitCoverage]:
+           stores: Mapping[str, OffsetSyncStore] | None = None,
+           cache: dict[str, OffsetSyncStore] | None = None) -> list[CommitCoverage]:
     """The coverage of each need of a move from ``source`` (the rule of ``coverage``).
 
     Asks S for the log starts of partitions without runs and probes (read_committed) the gaps
@@ -118,7 +128,7 @@ def assess(config: Config, engine: LedgerEngine | Ledger, source: str, needs: li
     if not needs:
         return []
     enough = {n.key: n.offset for n in needs if n.direction == FORWARD}
-    ends = recorded_ends(engine, {n.key for n in needs}, enough, progress, stores)
+    ends = recorded_ends(engine, {n.key for n in needs}, enough, progress, stores, cache)
     out = [CommitCoverage(n.direction, n.group_topic, n.partition, n.offset,
                           ends[n.key].replicated_to(n.direction), need=n) for n in needs]
     cluster = config.cluster(source)

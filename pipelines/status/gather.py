@@ -29,6 +29,7 @@ from ledger.engine import LedgerEngine
 from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
 from ledger.schemas import CHECKPOINTS, OPERATIONS
+from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines.checkpoint import history
 from pipelines.checkpoint.compute import GroupCommit
@@ -99,6 +100,8 @@ class Gatherer:
         self._errors: dict[str, str | None] = {}
         self._topics: dict[str, dict[str, int]] = {}
         self._progress_rows: dict[str, dict] = {}
+        # One load of a flow's runs per report, whatever the number of groups.
+        self._stores: dict[str, OffsetSyncStore] = {}
 
     def cluster_error(self, alias: str) -> str | None:
         """Why ``alias`` cannot be read (unreachable, credentials), or None."""
@@ -227,7 +230,8 @@ class Gatherer:
                    for c in status.commits[flow.source]]
         # The one readiness rule (failover, failback and the metric ask it too).
         status.coverage = assess(self.config, self.engine, flow.source,
-                                 needs_for(commits, mappings), progress=self._progress(flow))
+                                 needs_for(commits, mappings), progress=self._progress(flow),
+                                 cache=self._stores)
         forward_topics = {t for t, m in mappings.items() if m.direction == FORWARD}
         status.flow_caught_up = flow_status.error is None and all(
             p.caught_up for p in flow_status.partitions if p.topic in forward_topics)
