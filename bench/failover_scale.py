@@ -80,7 +80,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -680,15 +679,7 @@ def table(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> dict:
-    workdir = Path(args.keep or tempfile.mkdtemp(prefix="bench-failover-scale-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    prebuilt = None
-    if args.prebuilt:
-        scaled = [s for s in args.sizes if s]
-        if len(scaled) != 1:
-            raise SystemExit("--prebuilt needs one non-zero size in --sizes (e.g. 0,10000000)")
-        prebuilt = operations.prebuilt_ledger(Path(args.prebuilt).resolve(), scaled[0])
-    operations.compile_modules(workdir)
+    workdir, prebuilt = operations.work_folder(args, "bench-failover-scale-")
     started = dt.datetime.now(dt.UTC)
     result: dict = {"started": f"{started:%Y-%m-%d %H:%M} UTC", "cores": os.cpu_count(),
                     "load_before": os.getloadavg()[0], "argv": sys.argv[1:],

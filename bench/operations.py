@@ -216,12 +216,10 @@ def measure(config_path: Path, size: int, repeats: int) -> dict[str, float]:
     return {name: round(statistics.median(values), 2) for name, values in times.items()}
 
 
-def run(args: argparse.Namespace) -> dict:
-    from ledger.config import config_from_mapping
-    from pipelines.devtools.clusters import EmbeddedClusters, free_port
-    from pipelines.spark import get_spark
-
-    workdir = Path(args.keep or tempfile.mkdtemp(prefix="bench-operations-"))
+def work_folder(args: argparse.Namespace, prefix: str) -> tuple[Path, Path | None]:
+    """The work folder (``--keep`` or a fresh one, the modules compiled into it) and the
+    ``--prebuilt`` ledger for the one non-zero size of ``--sizes``, if given."""
+    workdir = Path(args.keep or tempfile.mkdtemp(prefix=prefix))
     workdir.mkdir(parents=True, exist_ok=True)
     prebuilt = None
     if args.prebuilt:
@@ -230,6 +228,15 @@ def run(args: argparse.Namespace) -> dict:
             raise SystemExit("--prebuilt needs one non-zero size in --sizes (e.g. 0,10000000)")
         prebuilt = prebuilt_ledger(Path(args.prebuilt).resolve(), scaled[0])
     compile_modules(workdir)
+    return workdir, prebuilt
+
+
+def run(args: argparse.Namespace) -> dict:
+    from ledger.config import config_from_mapping
+    from pipelines.devtools.clusters import EmbeddedClusters, free_port
+    from pipelines.spark import get_spark
+
+    workdir, prebuilt = work_folder(args, "bench-operations-")
     base = config_from_mapping({
         "clusters": {a: {"bootstrap.servers": f"127.0.0.1:{free_port()}"} for a in ("P", "B")},
         "flows": {"P->B": True}, "embedded": {"data.dir": str(workdir / "clusters")}})
