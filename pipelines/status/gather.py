@@ -93,15 +93,16 @@ def newest_heartbeat(cluster, topic: str, timeout: float = 5.0) -> dt.datetime |
 class Gatherer:
     """One round of status: the shown flows and groups, each cluster asked once."""
 
-    def __init__(self, config: Config, ledger: LedgerEngine | Ledger):
+    def __init__(self, config: Config, ledger: LedgerEngine | Ledger, many_groups: bool = False):
         self.config = config
         self.engine = LedgerEngine.of(ledger)
         self.policy = ReplicationPolicy.from_config(config)
         self._errors: dict[str, str | None] = {}
         self._topics: dict[str, dict[str, int]] = {}
         self._progress_rows: dict[str, dict] = {}
-        # One load of a flow's runs per report, whatever the number of groups.
-        self._stores: dict[str, OffsetSyncStore] = {}
+        # Many groups: one whole load of a flow's runs per report, not one per group; one
+        # group: only its partitions' runs, as failover reads them (the operator path).
+        self._stores: dict[str, OffsetSyncStore] | None = {} if many_groups else None
 
     def cluster_error(self, alias: str) -> str | None:
         """Why ``alias`` cannot be read (unreachable, credentials), or None."""

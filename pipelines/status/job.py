@@ -78,7 +78,7 @@ def gather_report(config: Config, ledger, flows: list[FlowConfig], groups: list[
     from pipelines.status.readiness import exit_code
     from pipelines.status.render import Report
 
-    gatherer = Gatherer(config, ledger)
+    gatherer = Gatherer(config, ledger, many_groups=len(groups) * len(flows) > 1)
     report = Report(dt.datetime.now(dt.UTC))
     by_flow = {f.name: gatherer.flow_status(f) for f in flows}
     report.flows = list(by_flow.values())
