@@ -15,8 +15,9 @@ Invariants:
       named unreachable in milliseconds, a slow but live one is given the whole timeout. The
       error is classified as every Kafka error is (``pipelines.edge.kafka_errors``: unreachable,
       authentication, TLS, ...), never "unreachable" for a wrong password.
-    * A continuous job (``replicate`` streaming, ``checkpoint``, ``ingest mm2`` without
-      ``--once``) started while a cluster restarts waits for it (:func:`await_reachable`, at
+    * A continuous job (``replicate`` streaming, ``ingest mm2`` without ``--once``; a
+      continuous ``checkpoint`` skips passes instead, ``pipelines.passes``) started while a
+      cluster restarts waits for it (:func:`await_reachable`, at
       most ``--startup-wait`` seconds, one warning line); any other kind of failure is raised
       at once, and ``--once`` never waits: its caller (a scheduler) wants the answer.
     * Messages name the cluster alias and its bootstrap servers, never other properties.
@@ -37,9 +38,9 @@ from pipelines.edge import kafka_admin, kafka_errors
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 5.0
+"""A live cluster answers a metadata request well within this; a dead one is told at once."""
 STARTUP_WAIT_S = 120.0
 """How long a continuous job started during a broker restart waits for the cluster."""
-"""A live cluster answers a metadata request well within this; a dead one is told at once."""
 
 FATAL = {KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION, KafkaError._SSL,
          KafkaError._RESOLVE}
