@@ -20,22 +20,29 @@ Invariants:
       cluster restarts waits for it (:func:`await_reachable`, at
       most ``--startup-wait`` seconds, one warning line); any other kind of failure is raised
       at once, and ``--once`` never waits: its caller (a scheduler) wants the answer.
+      A cluster that dies just after that probe, during the job's next start-up step, is
+      ridden out the same way (:func:`ride_out`).
     * Messages name the cluster alias and its bootstrap servers, never other properties.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ledger.config import ClusterConfig, Config, ConfigError, FlowConfig
+from ledger.errors import first_line
 from pipelines.edge import kafka_admin, kafka_errors
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 PROBE_TIMEOUT_S = 5.0
 """A live cluster answers a metadata request well within this; a dead one is told at once."""
@@ -76,10 +83,11 @@ def check_reachable(cluster: ClusterConfig, timeout: float = PROBE_TIMEOUT_S) ->
 
 
 def await_reachable(cluster: ClusterConfig, wait_s: float,
-                    timeout: float = PROBE_TIMEOUT_S) -> None:
+                    timeout: float = PROBE_TIMEOUT_S, why: str = "--startup-wait") -> None:
     """:func:`check_reachable`, probed again for up to ``wait_s`` while the cluster is
     *unreachable* (a supervisor restarted the job during a broker restart: torture finding F5);
-    credentials, TLS or any other kind fail at once, and so does the last probe's cause."""
+    credentials, TLS or any other kind fail at once, and so does the last probe's cause.
+    ``why`` names the wait's bound in the warning (the option or the rule that sets it)."""
     deadline = time.monotonic() + wait_s
     warned = False
     while True:
@@ -90,13 +98,41 @@ def await_reachable(cluster: ClusterConfig, wait_s: float,
             if exc.kind != kafka_errors.UNREACHABLE or left <= 0:
                 raise
             if not warned:
-                log.warning("%s; waiting up to %.0fs for it (--startup-wait)", exc, left)
+                log.warning("%s; waiting up to %.0fs for it (%s)", exc, left, why)
                 warned = True
             time.sleep(min(1.0, left))  # a retry back-off, not a synchronisation
         else:
             if warned:
                 log.warning("cluster %s answers again", cluster.alias)
             return
+
+
+def ride_out(step: Callable[[], T], wait_s: float, what: str, *, bound: str = "",
+             retry_s: float = 1.0, stop: threading.Event | None = None) -> T | None:
+    """``step()``, called again while it fails with a transient fault (``kafka_errors.TRANSIENT``:
+    a cluster away or restarting, a leader moving) for up to ``wait_s`` seconds, with one
+    warning naming ``what`` (and ``bound``, what sets ``wait_s``); any other failure, and the
+    last transient one, is raised.
+
+    Returns None, without calling again, when ``stop`` is set during a back-off.
+    """
+    deadline = time.monotonic() + wait_s
+    warned = False
+    while True:
+        try:
+            return step()
+        except kafka_errors.KafkaAccessError as exc:
+            if exc.kind not in kafka_errors.TRANSIENT or time.monotonic() >= deadline:
+                raise
+            if not warned:
+                log.warning("%s postponed, tried again for up to %.0fs%s: %s", what, wait_s,
+                            f" ({bound})" if bound else "", first_line(exc))
+                warned = True
+        if stop is not None:
+            if stop.wait(retry_s):  # a retry back-off that a stop request ends
+                return None
+        else:
+            time.sleep(retry_s)  # a retry back-off, not a synchronisation
 
 
 def check_groups(flow: FlowConfig, groups: Iterable[str]) -> None:

@@ -2,8 +2,9 @@
 
 ::
 
-    start   lease (channel partition 0 in the flow's group) -> [exactly-once: fence the task
-            ids] -> catch Delta up from the channel -> topics, positions from Delta -> tasks
+    start   lease (``lease.RunsChannel``: partition 0 in the flow's group) -> [exactly-once:
+            fence the task ids] -> catch Delta up from the channel -> topics, positions
+            from Delta -> tasks
     loop    channel -> accept runs (channel.accept) -> pending
             every --commit-interval   pending -> Delta (offset_syncs append, progress MERGE),
                                        then the channel offset (a hint) -> observers
@@ -17,7 +18,8 @@ Invariants (with ``channel``'s and ``stream_task``'s):
       pair (``offset-ledger-replicate-<flow>``, batch number): a second driver of the flow
       refuses to start, and a driver replaced by a newer one (its lease message follows this
       driver's in the runs partition) stops. A lease lost otherwise (the static member fenced by
-      its own rejoin, the assignment lost while the target was away) is taken back.
+      its own rejoin, the assignment lost while the target was away) is taken back
+      (``lease``, which also hands the driver each report once and in order).
     * Positions never lead the ledger: a task (first start or restart) starts where the
       accepted runs end, and only after the channel was drained (and, exactly-once, the task's
       transactional id fenced), so nothing of its predecessor is still to come that could be
@@ -44,6 +46,7 @@ from ledger.config import Config
 from ledger.errors import OffsetLedgerError, first_line
 from pipelines.edge import kafka_admin, kafka_errors, preflight
 from pipelines.replicate import channel, plan, sink, source, state, stream_task
+from pipelines.replicate.lease import LEASE_RETAKE_S, SESSION_TIMEOUT_MS, LeaseError, RunsChannel
 from pipelines.replicate.plan import TP, RecordedTail
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
 from pipelines.replicate.stream_workers import LocalStreams, SparkStreams
@@ -51,22 +54,13 @@ from pipelines.replicate.stream_workers import LocalStreams, SparkStreams
 log = logging.getLogger(__name__)
 
 DEFAULT_COMMIT_INTERVAL_S = 5.0
-LEASE_TIMEOUT_S = 30.0
-# How long a driver that lost its lease without another driver seen in the group (the target
-# unreachable, its own static member fenced by its rejoin) keeps trying to take it back.
-LEASE_RETAKE_S = 300.0
-# How long a fenced driver looks for a newer driver's lease message before taking it back.
-LEASE_GRACE_S = 10.0
 STOP_TIMEOUT_S = 60.0
-DRAIN_TIMEOUT_S = 120.0
-SESSION_TIMEOUT_MS = 10_000
 MAX_RESTART_DELAY_S = 30.0
 
 Observer = Callable[[channel.RecordedCommit], None]
 
-
-class LeaseError(OffsetLedgerError):
-    """Another replicate job streams this flow (it holds the flow's runs channel)."""
+__all__ = ["DEFAULT_COMMIT_INTERVAL_S", "SESSION_TIMEOUT_MS", "LeaseError", "Observer",
+           "StreamingReplicator", "streamed"]
 
 
 @dataclasses.dataclass
@@ -101,21 +95,11 @@ class StreamingReplicator:
         self.floors: dict[TP, int] = {}  # start of a partition's first task, if no tail
         self.pending: list[channel.Delivered] = []
         self.commits = 0
-        self.recorded_to = 0  # the channel offset up to which everything is in Delta
-        self.consumed_to = 0
         self.failures: dict[int, int] = {}  # slot -> consecutive failed starts
         self.restart_at: dict[int, tuple[float, list[TP]]] = {}
         self._gen = 0
-        self._consumer: Any = None
-        self._producer: Any = None
-        self._early: list[Any] = []
-        self._lease = threading.Event()
-        self._fenced = False  # the channel consumer was fenced (it is dead: fatal)
-        self._client_id = f"offset-ledger-replicate.{self.r.result.run_id}"
-        self._revoked_at = 0.0
-        self._lost_since: float | None = None  # lease lost, not yet taken back
-        self._announced_at = -1  # offset of this driver's lease message in the runs partition
-        self._watch = kafka_errors.ErrorWatch()  # the channel consumer's causes
+        self.channel = RunsChannel(flow.name, config.cluster(flow.target), self.topic,
+                                   self.group, f"offset-ledger-replicate.{self.r.result.run_id}")
         self._syncing = self._resync = False
         self.workers: LocalStreams | SparkStreams | None = None
         self._ends: dict[TP, int] = {}  # the source's end offsets last read
@@ -135,199 +119,15 @@ class StreamingReplicator:
         # that is restarting (a supervisor restarted this job in an outage) startup_wait_s.
         for cluster in (self.r.config.cluster(self.r.flow.source), target):
             preflight.await_reachable(cluster, self.startup_wait_s, 10.0)
-        kafka_admin.create_topic(target, self.topic, 2, channel.TOPIC_CONFIGS,
-                                 self.r.config.replication_factor)
-        self._consumer = self._channel_consumer()
-        deadline = time.monotonic() + LEASE_TIMEOUT_S
-        while not self._lease.is_set():
-            msg = self._consumer.poll(0.2)
-            if msg is not None and msg.error() is not None:
-                self._refuse_unauthorized(msg.error())
-            elif msg is not None:  # fetched as soon as assigned: the catch-up reads it first
-                self._early.append(msg)
-            if time.monotonic() > deadline:
-                self._refuse_unauthorized(None)
-                self._check_target(0.0)
-                raise LeaseError(
-                    f"flow {self.r.flow.name} is streamed by another replicate job: consumer "
-                    f"group {self.group} on {self.r.flow.target} holds its runs channel "
-                    f"{self.topic}; stop that job first")
-        self._announce()
+        preflight.ride_out(
+            lambda: kafka_admin.create_topic(target, self.topic, 2, channel.TOPIC_CONFIGS,
+                                             self.r.config.replication_factor),
+            self.startup_wait_s, f"flow {self.r.flow.name}: the runs channel's creation",
+            bound="--startup-wait")
+        self.channel.take()
         if self.exactly_once:
             self._fence(range(self._slots()))
         self.catch_up()
-
-    def _channel_consumer(self) -> Any:
-        from confluent_kafka import Consumer
-
-        target = self.r.config.cluster(self.r.flow.target)
-        consumer = Consumer(target.client_config(**{
-            "group.id": self.group, "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest", "enable.partition.eof": True,
-            # Static membership: a restarted driver takes its place at once (and a second
-            # driver of the flow fences the first, which stops); cooperative rebalancing keeps
-            # partition 0 where it is while other members come and go. The client.id (this
-            # run's) tells this driver's member from another driver's (``_retake_lease``).
-            "group.instance.id": self.group, "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "client.id": self._client_id,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "error_cb": self._on_error, "log_level": 3}))
-        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
-        return consumer
-
-    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        if any(p.partition == channel.RUNS_PARTITION for p in partitions):
-            self._lease.set()
-
-    def _on_error(self, err: Any) -> None:
-        self._watch(err)
-        if _is_fenced(err):
-            log.warning("flow %s: runs channel consumer: %s", self.r.flow.name, err.str())
-            self._fenced = True
-
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        # A rebalance (a coordinator moving, a broker restarting) may take partition 0 away and
-        # give it back: lost only if it stays away (``run``) or another member holds it.
-        if any(p.partition == channel.RUNS_PARTITION for p in partitions):
-            self._lease.clear()
-            self._revoked_at = time.monotonic()
-
-    def _check_lease(self) -> None:
-        """Whether this driver still holds the runs partition: a newer driver of the flow (same
-        static group member) fences it, and its next offset commit says so (``_fenced``)."""
-        self._commit_channel_offset()
-
-    def _refuse_unauthorized(self, err: Any) -> None:
-        """A missing ACL on the runs channel or the driver's group stops the flow, named
-        (``err``: a consumer error, or None for the cause its error_cb saw)."""
-        if err is None:
-            cause = self._watch.cause()
-            if cause is None:
-                return
-            name, err = cause[0], f"{cause[0]}: {cause[1]}"
-        else:
-            name = err.name()
-        if name == "GROUP_AUTHORIZATION_FAILED":
-            problem = self._classify(err, "READ", f"group {self.group}")
-        elif name == "TOPIC_AUTHORIZATION_FAILED":
-            problem = self._classify(err, "READ", f"topic {self.topic}")
-        else:
-            return
-        raise kafka_errors.KafkaAccessError.of(problem)
-
-    def _classify(self, err: Any, operation: str | None = None,
-                  resource: str | None = None) -> kafka_errors.Problem:
-        target = self.r.config.cluster(self.r.flow.target)
-        return kafka_errors.classify(err, target.alias, target.properties,
-                                     operation=operation, resource=resource, watch=self._watch)
-
-    def _check_target(self, persistent_s: float = stream_task.PERSISTENT_S) -> None:
-        """Stop (exit 2) once authentication or TLS with the target kept failing."""
-        cause = self._watch.persistent_cause(persistent_s)
-        if cause is None:
-            return
-        problem = self._classify(f"{cause[0]}: {cause[1]}")
-        if problem.kind in stream_task.STOPPING_KINDS:
-            raise kafka_errors.KafkaAccessError.of(problem)
-
-    def _lease_lost(self, now: float) -> bool:
-        return self._fenced or (not self._lease.is_set()
-                                and now - self._revoked_at > LEASE_TIMEOUT_S)
-
-    def _retake_lease(self, now: float) -> None:
-        """The lease looks lost: stop if a newer driver took it, else take it back.
-
-        A newer driver of the flow joins with the same ``group.instance.id``, which fences this
-        one, then writes its lease message to the runs partition: this driver finds it there
-        (after its own) and stops (:class:`LeaseError`). The group cannot tell (a replaced
-        static member keeps its predecessor's client.id). But librdkafka's static member can
-        also be fenced by its own rejoin (after a restart of the target broker), or lose its
-        assignment while the target is away: with no newer lease message within
-        :data:`LEASE_GRACE_S`, the channel consumer is rebuilt (a fenced consumer is dead) and
-        the lease taken back, without a new lease message, so that a newer driver fenced by
-        the rebuilt member in turn finds no newer one and wins. Reports read before stay
-        handled (``consumed_to``).
-        """
-        if self._lost_since is None:
-            self._lost_since = now
-        newer = self._newer_lease(LEASE_GRACE_S)
-        if newer is not None:
-            self._usurped(newer)
-        if now - self._lost_since > LEASE_RETAKE_S:
-            raise LeaseError(f"flow {self.r.flow.name}: the runs channel lease (group "
-                             f"{self.group} on {self.r.flow.target}) could not be taken back "
-                             f"within {LEASE_RETAKE_S:.0f}s: stopping")
-        log.warning("flow %s: the runs channel consumer lost the lease (%s) and no other job "
-                    "took it: taking it back", self.r.flow.name,
-                    "fenced by its own rejoin" if self._fenced else "assignment lost")
-        self._rebuild_consumer()
-
-    def _usurped(self, driver: str) -> None:
-        raise LeaseError(f"flow {self.r.flow.name}: the runs channel lease was taken by another "
-                         f"replicate job ({driver}, group {self.group} on "
-                         f"{self.r.flow.target}): stopping")
-
-    def _announce(self) -> None:
-        """Write this driver's lease message (once, when it took the lease)."""
-        done: list[tuple[Any, int]] = []
-        producer = self._control_producer()
-        producer.produce(self.topic, channel.encode_lease(self._client_id),
-                         partition=channel.RUNS_PARTITION,
-                         on_delivery=lambda err, msg: done.append(
-                             (err, msg.offset() if err is None else -1)))
-        producer.flush(30)
-        if not done or done[0][0] is not None:
-            if done:
-                problem = self._classify(done[0][0], "WRITE", f"topic {self.topic}")
-                if problem.kind != kafka_errors.OTHER:
-                    raise kafka_errors.KafkaAccessError.of(problem)
-            raise OffsetLedgerError(f"flow {self.r.flow.name}: cannot write to the runs "
-                                    f"channel {self.topic} on {self.r.flow.target}"
-                                    f"{f': {done[0][0].str()}' if done else ''}")
-        self._announced_at = done[0][1]
-
-    def _newer_lease(self, wait_s: float) -> str | None:
-        """Another driver's lease message after this driver's own and after what it read, as
-        it appears within ``wait_s`` (a newer driver writes it just after fencing this one)."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        target = self.r.config.cluster(self.r.flow.target)
-        probe = Consumer(target.client_config(**{
-            "group.id": f"{self.group}.probe", "enable.auto.commit": False,
-            "isolation.level": "read_committed", "log_level": 3}))
-        try:
-            probe.assign([TopicPartition(self.topic, channel.RUNS_PARTITION,
-                                         max(self.consumed_to, self._announced_at + 1))])
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline:
-                msg = probe.poll(0.2)
-                if msg is None or msg.error() is not None:
-                    continue
-                holder = self._foreign_lease(msg, channel.decode(msg.value()))
-                if holder is not None:
-                    return holder
-        finally:
-            probe.close()
-        return None
-
-    def _foreign_lease(self, msg: Any, decoded: Any) -> str | None:
-        holder = channel.lease_holder(decoded)
-        if holder is not None and holder != self._client_id \
-                and msg.offset() > self._announced_at:
-            return holder
-        return None
-
-    def _rebuild_consumer(self) -> None:
-        old, self._consumer = self._consumer, None
-        self._lease.clear()
-        try:
-            old.close()
-        except Exception as exc:  # a fenced consumer may refuse: it is gone either way
-            log.debug("flow %s: closing the fenced consumer: %s", self.r.flow.name, exc)
-        self._fenced = False
-        self._consumer = self._channel_consumer()
-        self._revoked_at = time.monotonic()
 
     def _slots(self) -> int:
         return self._workers().slots
@@ -344,8 +144,8 @@ class StreamingReplicator:
 
         target = self.r.config.cluster(self.r.flow.target)
         conf = sink.producer_config(target.properties)
-        for slot in slots:
-            tid = stream_task.transactional_id(self.r.flow.source, self.r.flow.target, slot)
+
+        def fence(tid: str) -> None:
             conf_tid, watch = kafka_errors.watched({**conf, "transactional.id": tid})
             producer = Producer(conf_tid)
             try:
@@ -357,16 +157,22 @@ class StreamingReplicator:
                     resource=f"transactional-id {tid}", watch=watch)) from None
             producer.flush(0)
 
+        for slot in slots:
+            tid = stream_task.transactional_id(self.r.flow.source, self.r.flow.target, slot)
+            # The target away (restarting, killed in a disaster) is ridden out as the lease is.
+            preflight.ride_out(lambda tid=tid: fence(tid), LEASE_RETAKE_S,
+                               f"flow {self.r.flow.name}: fencing {tid} on {target.alias}")
+
     def catch_up(self) -> None:
         """Record what the channel holds beyond Delta (after a crash), with the live rule."""
-        messages = self._drain()
+        messages = self.channel.drain()
         parts = [d for m in messages if isinstance(m, list) for d in m]
         touched = sorted({d.key for d in parts})
         if self.exactly_once:
             seen = {_slot_of(d.task) for d in parts} - set(range(self._slots()))
             if seen - {None}:
                 self._fence(s for s in seen if s is not None)
-                more = self._drain()
+                more = self.channel.drain()
                 parts += [d for m in more if isinstance(m, list) for d in m]
                 touched = sorted({d.key for d in parts})
         flow_state = state.read_flow_state_direct(self.r.config.ledger_location,
@@ -389,7 +195,7 @@ class StreamingReplicator:
             else:
                 log.debug("catch-up: not accepted: %s (tail %s)", d, tails.get(d.key))
         log.debug("catch-up: %s message(s) read, %s part(s), %s accepted, channel at %s",
-                  len(messages), len(parts), len(accepted), self.consumed_to)
+                  len(messages), len(parts), len(accepted), self.channel.consumed_to)
         if accepted:
             log.warning("flow %s: %s report(s) in the runs channel were not in the ledger "
                         "(the previous job stopped between a copy and its Delta commit): "
@@ -397,71 +203,21 @@ class StreamingReplicator:
             self.pending = accepted
             self.commit()
         else:
-            self._commit_channel_offset()
-
-    def _drain(self) -> list[Any]:
-        """Everything the runs partition holds now, in order (read_committed).
-
-        The driver writes a sync mark to the partition and reads up to it: every transaction
-        begun before the mark is decided by the time a read_committed reader gets the mark.
-        """
-        import uuid
-
-        mark = uuid.uuid4().hex
-        self._control_producer().produce(
-            self.topic, channel.encode_sync(mark), partition=channel.RUNS_PARTITION)
-        if self._control_producer().flush(30):
-            raise OffsetLedgerError(f"flow {self.r.flow.name}: cannot write to the runs "
-                                    f"channel {self.topic} on {self.r.flow.target}")
-        out: list[Any] = []
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._fenced:  # a dead consumer reads nothing: take the lease back (or stop)
-                self._retake_lease(time.monotonic())
-            msg = self._early.pop(0) if self._early else self._consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            if msg.partition() != channel.RUNS_PARTITION or msg.offset() < self.consumed_to:
-                continue
-            self.consumed_to = msg.offset() + 1
-            decoded = channel.decode(msg.value())
-            holder = self._foreign_lease(msg, decoded)
-            if holder is not None:
-                self._usurped(holder)
-            if isinstance(decoded, dict) and decoded.get("kind") == "sync":
-                if decoded.get("id") == mark:
-                    return out
-            elif decoded is not None:
-                out.append(decoded)
-        raise OffsetLedgerError(f"flow {self.r.flow.name}: the runs channel {self.topic} could "
-                                f"not be read to its end within {DRAIN_TIMEOUT_S:.0f}s")
-
-    def _control_producer(self) -> Any:
-        if self._producer is None:
-            from confluent_kafka import Producer
-
-            target = self.r.config.cluster(self.r.flow.target)
-            self._producer = Producer(target.client_config(**{
-                "acks": "all", "enable.idempotence": True, "linger.ms": 0, "log_level": 3}))
-        return self._producer
+            self.channel.commit_hint(all_recorded=not self.pending)
 
     # --- the loop --------------------------------------------------------------------------
 
     def run(self, stop: threading.Event, *, interval_s: float, refresh_s: float,
             reload: Callable[[Config], Config]) -> None:
         self.open()
-        self.r.refresh(reload(self.r.config))
-        self._sync_tasks()
+        self._first_refresh(stop, reload)
         next_commit = time.monotonic() + self.commit_interval_s
         next_tick = time.monotonic() + interval_s
         next_refresh = time.monotonic() + refresh_s
         while not stop.is_set():
             self._poll(0.1)
             now = time.monotonic()
-            if self._lease.is_set() and not self._fenced:
-                self._lost_since = None
-            elif self._lease_lost(now):
-                self._retake_lease(now)
+            self.channel.keep(now)
             if now >= next_commit:
                 self.commit()
                 next_commit = now + self.commit_interval_s
@@ -469,8 +225,9 @@ class StreamingReplicator:
                 retry_s = refresh_s if self._refresh(reload) else min(refresh_s, interval_s)
                 next_refresh = time.monotonic() + retry_s
             elif now >= next_tick:
-                self._check_target()
-                self._check_lease()
+                self.channel.check_target(stream_task.PERSISTENT_S)
+                # Also how a driver replaced by a newer one learns it is fenced.
+                self.channel.commit_hint(all_recorded=not self.pending)
                 self.r.heartbeat()
                 self._check_sources()
                 next_tick = time.monotonic() + interval_s
@@ -480,22 +237,21 @@ class StreamingReplicator:
         self._stop_tasks(list(self.tasks))
         self.commit()
 
+    def _first_refresh(self, stop: threading.Event, reload: Callable[[Config], Config],
+                       retry_s: float = 1.0) -> None:
+        """The first topic selection and placement, then the tasks; a transient fault of
+        either cluster meanwhile is waited out for up to the start-up wait (a broker killed
+        just after the start-up probe, during the placement's offset reads: the suite's
+        broker-restart regression on a loaded machine), anything else stops the job."""
+        done = preflight.ride_out(lambda: self.r.refresh(reload(self.r.config)) or True,
+                                  self.startup_wait_s,
+                                  f"flow {self.r.flow.name}: first refresh",
+                                  bound="--startup-wait", retry_s=retry_s, stop=stop)
+        if done:
+            self._sync_tasks()
+
     def _poll(self, timeout: float) -> None:
-        msg = self._consumer.poll(timeout)
-        while msg is not None:
-            if msg.error() is not None and _is_fenced(msg.error()):
-                self._fenced = True
-                return
-            # A rebuilt consumer starts from the committed hint: what it read before is handled.
-            if (msg.error() is None and msg.partition() == channel.RUNS_PARTITION
-                    and msg.offset() >= self.consumed_to):
-                self.consumed_to = msg.offset() + 1
-                decoded = channel.decode(msg.value())
-                holder = self._foreign_lease(msg, decoded)
-                if holder is not None:
-                    self._usurped(holder)
-                self._handle(decoded)
-            msg = self._consumer.poll(0)
+        self.channel.poll(timeout, self._handle)
 
     def _handle(self, decoded: Any) -> None:
         if isinstance(decoded, list):
@@ -623,7 +379,7 @@ class StreamingReplicator:
         self.commits += 1
         self.r.positions = channel.positions_after(
             [d for d in parts if d.key in self.r.positions], self.r.positions)
-        self._commit_channel_offset()
+        self.channel.commit_hint(all_recorded=not self.pending)
         log.debug("flow %s: commit of %s report(s) took %.3fs", self.r.flow.name, len(parts),
                   time.perf_counter() - started)
         event = channel.RecordedCommit(self.r.last_batch, self.r.last_written_at or
@@ -633,25 +389,6 @@ class StreamingReplicator:
                 observer(event)
             except Exception as exc:  # an observer never stops replication
                 log.warning("flow %s: commit observer failed: %s", self.r.flow.name, exc)
-
-    def _commit_channel_offset(self) -> None:
-        """Commit where Delta is recorded up to in the channel (a hint for the catch-up)."""
-        from confluent_kafka import KafkaException, TopicPartition
-
-        if not self.pending:
-            self.recorded_to = self.consumed_to  # everything consumed is recorded or refused
-        if not self.recorded_to:
-            return
-        try:
-            self._consumer.commit(offsets=[TopicPartition(
-                self.topic, channel.RUNS_PARTITION, self.recorded_to)], asynchronous=False)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if err is not None and _is_fenced(err):
-                self._fenced = True  # the consumer is dead: ``run`` retakes the lease or stops
-            # Only a hint: Delta is right, a restart reads more of the channel.
-            log.warning("flow %s: runs channel offset not committed: %s", self.r.flow.name,
-                        err.str() if err is not None else exc)
 
     # --- tasks ---------------------------------------------------------------------------
 
@@ -720,7 +457,7 @@ class StreamingReplicator:
         if not partitions:
             return
         try:
-            control_start = self._control_end()
+            control_start = self.channel.control_end()
         except kafka_errors.KafkaAccessError as exc:
             if exc.kind not in kafka_errors.TRANSIENT:
                 raise
@@ -764,27 +501,6 @@ class StreamingReplicator:
         log.info("flow %s: task %s copies %s partition(s)", self.r.flow.name, task,
                  len(partitions))
 
-    def _control_end(self) -> int:
-        """The end of the channel's control partition; a classified ``KafkaAccessError``
-        (``unreachable`` while the target is away) when neither consumer can read it."""
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-        tp = TopicPartition(self.topic, channel.CONTROL_PARTITION)
-        try:
-            _, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-        except KafkaException:  # the channel consumer was just fenced: ask with another
-            target = self.r.config.cluster(self.r.flow.target)
-            probe = Consumer(target.client_config(**{"group.id": f"{self.group}.probe",
-                                                     "log_level": 3}))
-            try:
-                _, high = probe.get_watermark_offsets(tp, timeout=10, cached=False)
-            except KafkaException as exc:
-                raise kafka_admin.failure(target, exc, operation="DESCRIBE",
-                                          resource=f"topic {self.topic}") from None
-            finally:
-                probe.close()
-        return max(0, high)
-
     def _stop_tasks(self, tasks: list[str]) -> None:
         """Ask tasks to stop, wait for them, then drain the channel: their reports are in."""
         running = [t for t in tasks if t in self.tasks]
@@ -792,7 +508,7 @@ class StreamingReplicator:
             return
         for t in running:
             self.tasks[t].stopping = True
-        self._send_control(channel.encode_stop(running))
+        self.channel.send_control(channel.encode_stop(running))
         workers = self._workers()
         deadline = time.monotonic() + STOP_TIMEOUT_S
         while any(workers.alive(t) for t in running) and time.monotonic() < deadline:
@@ -807,13 +523,8 @@ class StreamingReplicator:
         """After tasks ended: fence their ids (exactly-once), then read the channel's end."""
         if self.exactly_once:
             self._fence(slots)
-        for m in self._drain():
+        for m in self.channel.drain():
             self._handle(m)
-
-    def _send_control(self, value: bytes) -> None:
-        producer = self._control_producer()
-        producer.produce(self.topic, value, partition=channel.CONTROL_PARTITION)
-        producer.flush(30)
 
     def _replace_ended(self) -> None:
         """Tasks that ended on their own (lost worker, failure): restart them from the ledger."""
@@ -856,14 +567,10 @@ class StreamingReplicator:
             if self.workers is not None:
                 self.workers.close()
         finally:
-            if self._producer is not None:
-                self._producer.flush(10)
-            if self._consumer is not None:
-                try:
-                    self._consumer.close()
-                except Exception:
-                    pass
-            self.r.close()
+            try:
+                self.channel.close()
+            finally:
+                self.r.close()
 
 
 def streamed(config: Config, flow_name: str, wait_s: float = 0.0) -> bool:
@@ -888,14 +595,6 @@ def _streamed(config: Config, flow_name: str) -> bool:
     except OffsetLedgerError:
         return False  # the target cannot tell: a copy would fail on it anyway
     return info.members > 0
-
-
-def _is_fenced(err: Any) -> bool:
-    """A fenced static member or any fatal error: the channel consumer cannot go on."""
-    from confluent_kafka import KafkaError
-
-    return bool(err.fatal()) or err.code() in (KafkaError.FENCED_INSTANCE_ID,
-                                                KafkaError._FATAL)
 
 
 def _slot_of(task: str) -> int | None:

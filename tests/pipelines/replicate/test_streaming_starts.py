@@ -9,6 +9,7 @@ now waits like an ended task's restart; a fault configuration must fix still end
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -35,7 +36,7 @@ def driver(fault: KafkaAccessError) -> StreamingReplicator:
     def control_end() -> int:
         raise fault
 
-    d._control_end = control_end
+    d.channel = SimpleNamespace(control_end=control_end)
     return d
 
 
@@ -56,3 +57,60 @@ def test_a_start_refused_by_the_target_ends_the_job():
     with pytest.raises(KafkaAccessError, match="refused the credentials"):
         d._start(0, PARTS)
     assert d.restart_at == {}
+
+
+# --- the first refresh ------------------------------------------------------------------------
+# The suite's source-broker-restart regression, on a loaded machine: B (the source of B->P) was
+# killed while the job's first refresh read B's log starts for the placement; the
+# ``_TIMED_OUT`` ended the job (rc 2) though the same fault a refresh later is ridden out.
+
+
+def starting_driver(faults: list[KafkaAccessError], wait_s: float = 60.0):
+    d = StreamingReplicator.__new__(StreamingReplicator)
+    d.startup_wait_s = wait_s
+    calls = {"refresh": 0, "sync": 0}
+
+    def refresh(config) -> None:
+        calls["refresh"] += 1
+        if faults:
+            raise faults.pop(0)
+
+    d.r = SimpleNamespace(config=None, refresh=refresh, flow=SimpleNamespace(name="B->P"))
+    d._sync_tasks = lambda: calls.__setitem__("sync", calls["sync"] + 1)
+    return d, calls
+
+
+def timed_out() -> KafkaAccessError:
+    return KafkaAccessError("cluster B: DESCRIBE topic T1 (earliest offsets) failed: "
+                            "_TIMED_OUT: Failed to query partition leaders", kafka_errors.OTHER)
+
+
+def test_a_fault_during_the_first_refresh_is_waited_out(caplog):
+    d, calls = starting_driver([timed_out(), timed_out()])
+    d._first_refresh(threading.Event(), lambda c: c, retry_s=0.01)
+    assert calls == {"refresh": 3, "sync": 1}
+    assert caplog.text.count("flow B->P: first refresh postponed, tried again for up to 60s "
+                             "(--startup-wait): cluster B: DESCRIBE topic T1") == 1
+
+
+def test_a_first_refresh_refused_by_a_cluster_ends_the_job_at_once():
+    d, calls = starting_driver([KafkaAccessError("cluster B refused the credentials",
+                                                 kafka_errors.AUTHENTICATION)])
+    with pytest.raises(KafkaAccessError, match="refused the credentials"):
+        d._first_refresh(threading.Event(), lambda c: c, retry_s=0.01)
+    assert calls == {"refresh": 1, "sync": 0}
+
+
+def test_a_fault_that_outlasts_the_start_up_wait_ends_the_job_with_it():
+    d, calls = starting_driver([timed_out() for _ in range(1000)], wait_s=0.05)
+    with pytest.raises(KafkaAccessError, match="earliest offsets"):
+        d._first_refresh(threading.Event(), lambda c: c, retry_s=0.01)
+    assert calls["sync"] == 0 and calls["refresh"] > 1
+
+
+def test_a_stop_during_the_wait_ends_it_without_tasks():
+    d, calls = starting_driver([timed_out() for _ in range(1000)])
+    stop = threading.Event()
+    stop.set()
+    d._first_refresh(stop, lambda c: c, retry_s=0.01)
+    assert calls == {"refresh": 1, "sync": 0}
