@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import importlib
 import importlib.util
+import io
 import logging
 import sys
 from collections.abc import Collection, Sequence
@@ -176,6 +178,16 @@ def build_parser(verbs: Collection[str] | None = None) -> argparse.ArgumentParse
     return parser
 
 
+def _enable_faulthandler() -> None:
+    """A native crash (librdkafka, the JVM bridge) prints where each Python thread was, so an
+    rc -11 in a log says more than its number; skipped where stderr is no file (a notebook,
+    a test's capture)."""
+    try:
+        faulthandler.enable(file=sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     verb = chosen_verb(argv)
@@ -191,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_verb", None) in FLOW_VERBS:
         _resolve_flow(args, verb_parser)
     args._argv = argv  # what a supervised job's child runs again (pipelines.passes)
+    _enable_faulthandler()
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = None

@@ -113,9 +113,11 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
     """
     stop = threading.Event()
     child: subprocess.Popen | None = None
+    forwarded: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
         stop.set()
+        forwarded.append(signum)
         if child is not None and child.poll() is None:
             child.send_signal(signum)
 
@@ -127,8 +129,10 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
             child = subprocess.Popen([*(program or [sys.executable, "-m", "pipelines.cli"]),
                                       *argv], env=env, preexec_fn=die_with_parent)
             code = child.wait()
-            if code >= 0 or stop.is_set():
-                return 130 if code < 0 else code
+            if code >= 0:
+                return code
+            if stop.is_set():
+                return _stopped(name, -code, forwarded)
             crashes += 1
             delay = min(MAX_RESTART_DELAY_S, 2.0 ** (crashes - 1))
             print(f"warning: {name}: the job's process died of {signal.Signals(-code).name} "
@@ -139,3 +143,15 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _stopped(name: str, signum: int, forwarded: list[int]) -> int:
+    """The supervisor's exit code for a child that died of ``signum`` after a stop was asked
+    (``forwarded``): the signal asked for ends it as a shell would say (128 + its number); any
+    other (a native crash while stopping) is named in an ``error:`` line, never silent."""
+    if signum in forwarded:
+        return 128 + signum
+    print(f"error: {name}: the job's process died of {signal.Signals(signum).name} while "
+          f"stopping (a native fault); the pass in flight was not finished and the next run "
+          f"repeats it", file=sys.stderr, flush=True)
+    return 128 + signum

@@ -27,7 +27,7 @@ Invariants:
       timestamp are copied. The timestamp is passed explicitly, whatever the source's
       timestamp type (a LogAppendTime source yields a CreateTime replica with the source's
       timestamps). librdkafka treats a produce timestamp of 0 as "now", so a record with
-      timestamp 0 is produced through ``_produce_epoch_zero`` (kafka-python); a record
+      timestamp 0 is produced through ``sink.produce_epoch_zero`` (kafka-python); a record
       without a timestamp (-1) gets the produce time, as a Java producer would give it.
 """
 
@@ -46,6 +46,9 @@ from pipelines.replicate.sink import (
     FLUSH_TIMEOUT_S,
     DeliveryError,
     PartitionDeliveries,
+    close_epoch_zero,
+    produce_epoch_zero,
+    produce_when_queue_drains,
 )
 
 log = logging.getLogger(__name__)
@@ -253,13 +256,13 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
                     # Positional (the order: sink.py): keywords cost half the call.
                     produce(replica, value, key, part, on_delivery, None, ts, msg.headers())
                 except BufferError:
-                    _produce_when_queue_drains(producer, replica, value, key, part,
+                    produce_when_queue_drains(producer, replica, value, key, part,
                                                on_delivery, ts, msg.headers())
             elif ts == 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
                 newest = max(newest, 0)
-                _produce_epoch_zero(producer, d, offset, key, value, msg.headers(), zero)
+                produce_epoch_zero(producer, d, offset, key, value, msg.headers(), zero)
             else:  # no timestamp (-1): the produce time, as the Java producer gives it
-                _produce_when_queue_drains(producer, replica, value, key, part, on_delivery,
+                produce_when_queue_drains(producer, replica, value, key, part, on_delivery,
                                            0, msg.headers())
             position = offset + 1
             if limit:
@@ -297,80 +300,6 @@ def _read_error(msg: Any, opened: dict[tuple[str, int], _Open]) -> int:
             t.done, t.error = True, f"{READ_FAILED}{err.name()}: {err.str()}"
             closed += 1
     return closed
-
-
-def _produce_when_queue_drains(producer: Any, replica: str, value: bytes | None,
-                               key: bytes | None, partition: int, on_delivery: Any,
-                               timestamp: int, headers: Any) -> None:
-    while True:
-        try:
-            producer.produce(replica, value, key, partition, on_delivery, None, timestamp,
-                             headers)  # positional (the order: sink.py)
-            return
-        except BufferError:  # local queue full: let deliveries drain
-            producer.poll(0.05)
-
-
-def _produce_epoch_zero(producer: Any, d: PartitionDeliveries, upstream: int, key: bytes | None,
-                        value: bytes | None, headers: Any, zero: dict[str, Any]) -> None:
-    """Produce a record whose timestamp is 0 (1970-01-01T00:00:00Z) keeping timestamp 0.
-
-    librdkafka replaces a produce timestamp of 0 with the current time (a negative one becomes
-    "no timestamp"), so such a record goes through kafka-python, whose producer writes 0 as
-    given. Order is kept: the librdkafka producer is flushed first (its reports are in), the
-    record is sent synchronously, and its offset is appended as the next delivery report. The
-    stored timestamp is checked; any difference fails the range (nothing recorded).
-    kafka-python refuses a null header value and a record with neither key nor value: such a
-    record with timestamp 0 fails its range (reported, nothing recorded).
-    """
-    remaining = producer.flush(FLUSH_TIMEOUT_S)
-    if remaining:
-        d.failures.append(f"{remaining} record(s) undelivered before upstream record {upstream}")
-        return
-    try:
-        if "producer" not in zero:
-            zero["producer"] = _python_producer(zero["config"])
-        meta = zero["producer"].send(
-            d.replica, value=value, key=key, partition=d.partition, timestamp_ms=0,
-            headers=list(headers) if headers else None,
-        ).get(timeout=FLUSH_TIMEOUT_S)
-    except Exception as exc:
-        d.failures.append(f"upstream record {upstream} (timestamp 0): {first_line(exc)}")
-        return
-    if meta.timestamp not in (0, -1):
-        d.failures.append(f"timestamp 0 of upstream record {upstream} became {meta.timestamp}")
-        return
-    d.delivered.append(meta.offset)
-
-
-def close_epoch_zero(zero: dict[str, Any]) -> None:
-    """Close the kafka-python producer ``_produce_epoch_zero`` opened, if it did (its records
-    were all acknowledged: each send was waited for)."""
-    producer = zero.pop("producer", None)
-    if producer is not None:
-        try:
-            producer.close(timeout=FLUSH_TIMEOUT_S)
-        except Exception as exc:  # closing is cleanup: the records are already acknowledged
-            log.warning("closing the timestamp-0 producer failed: %s", first_line(exc))
-
-
-def _python_producer(config: Mapping[str, Any]) -> Any:
-    """A kafka-python producer for the replica, from the librdkafka settings."""
-    try:
-        from kafka import KafkaProducer
-    except ImportError as exc:
-        raise RuntimeError("records with timestamp 0 need the kafka-python package "
-                           "(librdkafka cannot produce timestamp 0)") from exc
-    names = {"bootstrap.servers": "bootstrap_servers", "security.protocol": "security_protocol",
-             "sasl.mechanism": "sasl_mechanism", "sasl.mechanisms": "sasl_mechanism",
-             "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
-             "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
-             "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password",
-             "client.id": "client_id"}
-    kwargs = {names[k]: v for k, v in config.items() if k in names}
-    if "security_protocol" in kwargs:
-        kwargs["security_protocol"] = str(kwargs["security_protocol"]).upper()
-    return KafkaProducer(acks="all", enable_idempotence=True, **kwargs)
 
 
 def _result(o: _Open, error: str | None = None) -> RangeResult:

@@ -86,8 +86,10 @@ class SparkCopies:
         pass
 
 
-def _watch_parent(parent: int) -> None:
-    # In a worker: a driver killed with -9 leaves its children to init; they stop copying.
+def watch_parent(parent: int) -> None:
+    """In a worker (bounded or streaming): exit once the driver ``parent`` is gone, and leave
+    the process group's signals to the driver."""
+    # A driver killed with -9 leaves its children to init; they stop copying.
     def watch() -> None:
         while os.getppid() == parent:
             threading.Event().wait(0.5)
@@ -114,7 +116,7 @@ class LocalCopies:
             # spawn: a fresh interpreter, never a fork of a driver running client threads.
             self._pool = ProcessPoolExecutor(
                 max_workers=self.slots, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_watch_parent, initargs=(os.getpid(),))
+                initializer=watch_parent, initargs=(os.getpid(),))
         return self._pool
 
     def _replace_pool(self) -> None:

@@ -3,9 +3,9 @@
 ::
 
     take    subscribe as the flow's static member -> partition 0 assigned within
-            LEASE_TIMEOUT_S (else, the target answering, another job streams the flow:
-            LeaseError; the target away: waited for once) -> announce: this driver's lease
-            message, its offset kept (``announced_at``)
+            LEASE_TIMEOUT_S (else: the target away -> waited for once; another member holds
+            partition 0 -> LeaseError naming it; nobody does -> waited for up to
+            LEASE_RETAKE_S) -> announce: this driver's lease message, its offset kept
     read    poll / drain: partition 0's messages past ``consumed_to``, in order, decoded;
             another driver's lease message after this driver's own -> LeaseError (usurped)
     keep    held, not fenced            -> nothing to do
@@ -82,6 +82,10 @@ class Clients(Protocol):
         """False if the target answers; else wait up to ``wait_s`` for it: True once it
         answers, its classified error (``unreachable``) if it does not."""
 
+    def lease_holder(self) -> str | None:
+        """Another member of the flow's group holding partition 0 (its client.id and host),
+        None if none does or the group cannot be described now."""
+
 
 @dataclass(frozen=True)
 class KafkaClients:
@@ -134,6 +138,22 @@ class KafkaClients:
         preflight.await_reachable(self.target, wait_s, 10.0, why="the runs channel's lease")
         return True
 
+    def lease_holder(self) -> str | None:
+        try:
+            client = kafka_admin.admin(self.target)
+            desc = client.describe_consumer_groups(
+                [self.group], request_timeout=10)[self.group].result(timeout=15)
+        except Exception as exc:  # cannot tell now (a coordinator loading): nobody known
+            log.debug("describing group %s: %s", self.group, exc)
+            return None
+        for member in desc.members or []:
+            tps = member.assignment.topic_partitions if member.assignment else []
+            if member.client_id != self.client_id and any(
+                    tp.topic == self.topic and tp.partition == channel.RUNS_PARTITION
+                    for tp in tps):
+                return f"client.id {member.client_id} on {member.host}"
+        return None
+
 
 class RunsChannel:
     """One driver's hold on its flow's runs channel (see the module docstring)."""
@@ -170,27 +190,47 @@ class RunsChannel:
             KafkaAccessError: a missing ACL, or credentials/TLS the target refuses.
         """
         self._consumer = self._new_consumer()
-        deadline = time.monotonic() + self.lease_timeout_s
-        waited = False
+        started = time.monotonic()
+        deadline = started + self.lease_timeout_s
+        waited = warned = False
         while not self._held.is_set():
             msg = self._consumer.poll(0.2)
             if msg is not None and msg.error() is not None:
                 self._refuse_unauthorized(msg.error())
             elif msg is not None:  # fetched as soon as assigned: the first drain reads it
                 self._early.append(msg)
-            if time.monotonic() > deadline:
-                self._refuse_unauthorized(None)
-                self.check_target(0.0)
-                # No assignment because nothing answers (the target went away after the
-                # start-up probe) is not another job's lease: wait for the target, once.
-                if not waited and self.clients.await_target(self.retake_s):
-                    waited = True
-                    deadline = time.monotonic() + self.lease_timeout_s
-                    continue
+            if time.monotonic() <= deadline:
+                continue
+            self._refuse_unauthorized(None)
+            self.check_target(0.0)
+            # No assignment because nothing answers (the target went away after the start-up
+            # probe) is not another job's lease: wait for the target, once.
+            if not waited and self.clients.await_target(self.retake_s):
+                waited = True
+                deadline = time.monotonic() + self.lease_timeout_s
+                continue
+            holder = self.clients.lease_holder()
+            if holder is not None:
                 raise LeaseError(
-                    f"flow {self.flow_name} is streamed by another replicate job: consumer "
-                    f"group {self.group} on {self.target.alias} holds its runs channel "
-                    f"{self.topic}; stop that job first")
+                    f"flow {self.flow_name} is streamed by another replicate job ({holder}): "
+                    f"consumer group {self.group} on {self.target.alias} holds its runs "
+                    f"channel {self.topic}; stop that job first")
+            # Nobody holds it: the group's coordinator is still loading (a target broker just
+            # restarted, torture history 17005 eos) or slow to assign; a newer driver of the
+            # flow would have fenced another one anyway (same static member).
+            if time.monotonic() - started > self.retake_s:
+                raise LeaseError(
+                    f"flow {self.flow_name}: the runs channel lease (group {self.group} on "
+                    f"{self.target.alias}) was not assigned within {self.retake_s:.0f}s, and "
+                    f"no other job holds it")
+            if not warned:
+                log.warning("flow %s: the runs channel lease (group %s on %s) is not assigned "
+                            "after %.0fs and no other job holds it (the group coordinator may "
+                            "still be loading); waiting up to %.0fs", self.flow_name,
+                            self.group, self.target.alias, self.lease_timeout_s,
+                            self.retake_s)
+                warned = True
+            deadline = time.monotonic() + self.lease_timeout_s
         self.announced_at = self._write(channel.encode_lease(self.client_id),
                                         channel.RUNS_PARTITION)
 

@@ -93,7 +93,8 @@ class FlowReplicator:
         self.max_bytes = max_bytes_per_partition
         self.result = ReplicationResult(self.flow.name, _new_run_id(), [])
         self.positions: dict[TP, int] = {}
-        # Per partition, where the newest recorded run ends (from the ledger, then each batch).
+        # Per partition, where the newest accepted run ends: recorded (from the ledger, then
+        # each batch), or accepted by the streaming driver for its next commit (channel.accept).
         self.tails: dict[TP, plan.RecordedTail] = {}
         self.replicas: dict[str, str] = {}
         self.broken: dict[str, str] = {}
@@ -168,7 +169,9 @@ class FlowReplicator:
         except Exception as exc:  # a heartbeat is evidence of life, never a reason to stop
             log.warning("flow %s: heartbeat not written: %s", self.flow.name, exc)
 
-    def _place(self, partitions: list[TP]) -> None:
+    def load_state(self, partitions: list[TP]) -> state.FlowState:
+        """The flow's recorded state of ``partitions`` (read without a JVM where the ledger
+        allows), its batch number and newest write time taken in; both drivers load it here."""
         flow_state = state.read_flow_state_direct(self.config.ledger_location, self.flow.name,
                                                   partitions)
         if flow_state is None:
@@ -180,6 +183,10 @@ class FlowReplicator:
         if flow_state.newest_written_at and (self.last_written_at is None or
                                              flow_state.newest_written_at > self.last_written_at):
             self.last_written_at = flow_state.newest_written_at
+        return flow_state
+
+    def _place(self, partitions: list[TP]) -> None:
+        flow_state = self.load_state(partitions)
         src, dst = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
         starts = list_offsets(src, "earliest", partitions, read_committed=True,
                               omit_unknown=True)
@@ -195,6 +202,8 @@ class FlowReplicator:
         self.positions.update(positions)
         self.tails.update({tp: tail for tp, tail in flow_state.tails.items()
                            if tp in positions and tp not in new_epoch})
+        for tp in new_epoch:  # nothing copied yet in the new epoch (a tail kept from before
+            self.tails.pop(tp, None)  # a topic's removal and return would resume past its start)
 
     def check_continuity(self, partitions: set[TP]) -> None:
         """Refuse topics whose source no longer holds the record last copied (``continuity``)."""

@@ -1,9 +1,10 @@
 """The producing edge: the replica producer's settings and delivery-report pairing.
 
-Used on the executors by ``pipelines.replicate.copy_task``: the records of one source partition are
-produced, in offset order, to the same partition number of the replica topic with an idempotent
-producer, and each record's downstream offset is taken from its delivery report. Only the
-resulting runs (a few per partition) go back to the driver.
+Used on the executors by both copies (``copy_task``, bounded; ``stream_task``, streaming),
+which share its slow paths of the per-record produce (a full local queue, timestamp 0): the
+records of one source partition are produced, in offset order, to the same partition number of
+the replica topic with an idempotent producer, and each record's downstream offset is taken
+from its delivery report. Only the resulting runs (a few per partition) go back to the driver.
 
 Invariants:
     * Key, value (``None`` stays ``None``: a tombstone stays a tombstone), headers (order and
@@ -30,12 +31,16 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from time import time as _now
 from typing import Any
 
+from ledger.errors import first_line
 from ledger.translation import Run
 from ledger.writer import PartitionSummary, RunBuilder
+
+log = logging.getLogger(__name__)
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
     # A streaming task's records wait at most 2 ms to share a request; a bulk copy's batches
@@ -179,3 +184,82 @@ class PartitionDeliveries:
             return None
         return PartitionSummary(self.topic, self.replica, self.partition, runs,
                                 builder.records, builder.newest_timestamp_ms)
+
+
+# --- the slow paths of the per-record produce (both copies: copy_task, stream_task) ---------
+
+
+def produce_when_queue_drains(producer: Any, replica: str, value: bytes | None,
+                              key: bytes | None, partition: int, on_delivery: Any,
+                              timestamp: int, headers: Any) -> None:
+    """Produce one record, serving delivery reports while librdkafka's local queue is full
+    (the copies' slow path; a timestamp of 0 asks librdkafka for the produce time)."""
+    while True:
+        try:
+            producer.produce(replica, value, key, partition, on_delivery, None, timestamp,
+                             headers)  # positional (the order: sink.py)
+            return
+        except BufferError:  # local queue full: let deliveries drain
+            producer.poll(0.05)
+
+
+def produce_epoch_zero(producer: Any, d: PartitionDeliveries, upstream: int, key: bytes | None,
+                       value: bytes | None, headers: Any, zero: dict[str, Any]) -> None:
+    """Produce a record whose timestamp is 0 (1970-01-01T00:00:00Z) keeping timestamp 0.
+
+    librdkafka replaces a produce timestamp of 0 with the current time (a negative one becomes
+    "no timestamp"), so such a record goes through kafka-python, whose producer writes 0 as
+    given. Order is kept: the librdkafka producer is flushed first (its reports are in), the
+    record is sent synchronously, and its offset is appended as the next delivery report. The
+    stored timestamp is checked; any difference fails the range (nothing recorded).
+    kafka-python refuses a null header value and a record with neither key nor value: such a
+    record with timestamp 0 fails its range (reported, nothing recorded).
+    """
+    remaining = producer.flush(FLUSH_TIMEOUT_S)
+    if remaining:
+        d.failures.append(f"{remaining} record(s) undelivered before upstream record {upstream}")
+        return
+    try:
+        if "producer" not in zero:
+            zero["producer"] = _python_producer(zero["config"])
+        meta = zero["producer"].send(
+            d.replica, value=value, key=key, partition=d.partition, timestamp_ms=0,
+            headers=list(headers) if headers else None,
+        ).get(timeout=FLUSH_TIMEOUT_S)
+    except Exception as exc:
+        d.failures.append(f"upstream record {upstream} (timestamp 0): {first_line(exc)}")
+        return
+    if meta.timestamp not in (0, -1):
+        d.failures.append(f"timestamp 0 of upstream record {upstream} became {meta.timestamp}")
+        return
+    d.delivered.append(meta.offset)
+
+
+def close_epoch_zero(zero: dict[str, Any]) -> None:
+    """Close the kafka-python producer :func:`produce_epoch_zero` opened, if it did (its records
+    were all acknowledged: each send was waited for)."""
+    producer = zero.pop("producer", None)
+    if producer is not None:
+        try:
+            producer.close(timeout=FLUSH_TIMEOUT_S)
+        except Exception as exc:  # closing is cleanup: the records are already acknowledged
+            log.warning("closing the timestamp-0 producer failed: %s", first_line(exc))
+
+
+def _python_producer(config: Mapping[str, Any]) -> Any:
+    """A kafka-python producer for the replica, from the librdkafka settings."""
+    try:
+        from kafka import KafkaProducer
+    except ImportError as exc:
+        raise RuntimeError("records with timestamp 0 need the kafka-python package "
+                           "(librdkafka cannot produce timestamp 0)") from exc
+    names = {"bootstrap.servers": "bootstrap_servers", "security.protocol": "security_protocol",
+             "sasl.mechanism": "sasl_mechanism", "sasl.mechanisms": "sasl_mechanism",
+             "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+             "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
+             "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password",
+             "client.id": "client_id"}
+    kwargs = {names[k]: v for k, v in config.items() if k in names}
+    if "security_protocol" in kwargs:
+        kwargs["security_protocol"] = str(kwargs["security_protocol"]).upper()
+    return KafkaProducer(acks="all", enable_idempotence=True, **kwargs)

@@ -58,12 +58,14 @@ from typing import Any
 from ledger.errors import first_line
 from pipelines.edge import kafka_errors
 from pipelines.replicate import channel
-from pipelines.replicate.copy_task import (
-    _produce_epoch_zero,
-    _produce_when_queue_drains,
+from pipelines.replicate.sink import (
+    FLUSH_TIMEOUT_S,
+    DeliveryError,
+    PartitionDeliveries,
     close_epoch_zero,
+    produce_epoch_zero,
+    produce_when_queue_drains,
 )
-from pipelines.replicate.sink import FLUSH_TIMEOUT_S, DeliveryError, PartitionDeliveries
 
 log = logging.getLogger(__name__)
 
@@ -298,13 +300,13 @@ class _Copier:
                     produce(d.replica, value, key, d.partition, d.on_delivery, None, ts,
                             msg.headers())
                 except BufferError:
-                    _produce_when_queue_drains(self.producer, d.replica, value, key,
+                    produce_when_queue_drains(self.producer, d.replica, value, key,
                                                d.partition, d.on_delivery, ts, msg.headers())
             elif ts == 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
-                _produce_epoch_zero(self.producer, d, offset, key, value, msg.headers(),
+                produce_epoch_zero(self.producer, d, offset, key, value, msg.headers(),
                                     self.zero)
             else:
-                _produce_when_queue_drains(self.producer, d.replica, value, key, d.partition,
+                produce_when_queue_drains(self.producer, d.replica, value, key, d.partition,
                                            d.on_delivery, 0, msg.headers())
             o.position = offset + 1
             o.bytes += (len(key) if key else 0) + (len(value) if value else 0)
@@ -380,7 +382,7 @@ class _Copier:
             self.producer.poll(0)
 
     def _send(self, value: bytes) -> None:
-        _produce_when_queue_drains(self.producer, self.spec.channel_topic, value,
+        produce_when_queue_drains(self.producer, self.spec.channel_topic, value,
                                    self.spec.task.encode(), channel.RUNS_PARTITION, None, 0, None)
 
     def _publish_error(self, o: _Part | None, message: str, *, topic_level: bool,

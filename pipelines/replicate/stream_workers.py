@@ -18,7 +18,7 @@ Invariants:
       to the driver's own Spark jobs (a catalog ledger's commits and reads, a fallback from
       delta-rs), which would otherwise wait behind the copy tasks for ever. A cluster with a
       single slot streams only with a ledger committed by delta-rs (a local path).
-    * Local workers die with the driver (``executors._watch_parent``) and ignore the signals
+    * Local workers die with the driver (``executors.watch_parent``) and ignore the signals
       sent to the process group, which the driver handles (it asks its tasks to stop).
 """
 
@@ -34,14 +34,14 @@ from typing import Any
 
 from ledger.errors import OffsetLedgerError, first_line
 from pipelines.replicate import plan
-from pipelines.replicate.executors import _watch_parent, local_master
+from pipelines.replicate.executors import local_master, watch_parent
 from pipelines.replicate.stream_task import StreamSpec, TaskFailed, run
 
 log = logging.getLogger(__name__)
 
 
 def _local_main(spec: StreamSpec, parent: int) -> None:
-    _watch_parent(parent)
+    watch_parent(parent)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

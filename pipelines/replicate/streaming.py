@@ -45,9 +45,9 @@ from typing import Any
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError, first_line
 from pipelines.edge import kafka_admin, kafka_errors, preflight
-from pipelines.replicate import channel, plan, sink, source, state, stream_task
+from pipelines.replicate import channel, plan, sink, source, stream_task
 from pipelines.replicate.lease import LEASE_RETAKE_S, SESSION_TIMEOUT_MS, LeaseError, RunsChannel
-from pipelines.replicate.plan import TP, RecordedTail
+from pipelines.replicate.plan import TP
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
 from pipelines.replicate.stream_workers import LocalStreams, SparkStreams
 
@@ -91,7 +91,6 @@ class StreamingReplicator:
         self.group = channel.group_name(flow.source, flow.target)
         self.tasks: dict[str, _Task] = {}
         self.owner: dict[TP, str] = {}  # partition -> the task whose reports count
-        self.tails: dict[TP, RecordedTail] = {}  # where accepted runs end (recorded or pending)
         self.floors: dict[TP, int] = {}  # start of a partition's first task, if no tail
         self.pending: list[channel.Delivered] = []
         self.commits = 0
@@ -175,18 +174,7 @@ class StreamingReplicator:
                 more = self.channel.drain()
                 parts += [d for m in more if isinstance(m, list) for d in m]
                 touched = sorted({d.key for d in parts})
-        flow_state = state.read_flow_state_direct(self.r.config.ledger_location,
-                                                  self.r.flow.name, touched)
-        if flow_state is None:
-            flow_state = state.read_flow_state(self.r.recorder.ledger_now(), self.r.flow.name,
-                                               touched)
-        elif self.r.recorder.ledger is None:
-            self.r.recorder.tables_verified(flow_state.tables_verified)
-        self.r.last_batch = max(self.r.last_batch, flow_state.last_batch)
-        if flow_state.newest_written_at:
-            self.r.last_written_at = max(filter(None, (self.r.last_written_at,
-                                                       flow_state.newest_written_at)))
-        tails = dict(flow_state.tails)
+        tails = dict(self.r.load_state(touched).tails)
         accepted = []
         for d in parts:
             if channel.accept(d, tails.get(d.key)):
@@ -258,8 +246,8 @@ class StreamingReplicator:
             for d in decoded:
                 if self.owner.get(d.key) != d.task:
                     continue  # a task replaced since: its copies are unrecorded duplicates
-                if channel.accept(d, self.tails.get(d.key), self.floors.get(d.key)):
-                    self.tails[d.key] = channel.advance(self.tails.get(d.key), d)
+                if channel.accept(d, self.r.tails.get(d.key), self.floors.get(d.key)):
+                    self.r.tails[d.key] = channel.advance(self.r.tails.get(d.key), d)
                     self.pending.append(d)
                     slot = _slot_of(d.task)
                     self.failures.pop(slot if slot is not None else -1, None)
@@ -425,7 +413,7 @@ class StreamingReplicator:
             for t in stale:
                 for tp in t.partitions:
                     if tp not in wanted:
-                        self.tails.pop(tp, None)
+                        self.r.tails.pop(tp, None)
                         self.floors.pop(tp, None)
                         self.owner.pop(tp, None)
             for slot, tps in keep.items():
@@ -449,7 +437,6 @@ class StreamingReplicator:
 
     def _start(self, slot: int, partitions: list[TP]) -> None:
         # Before copying more of a partition: is its source still the topic copied so far?
-        self.r.tails.update({tp: t for tp, t in self.tails.items() if tp in partitions})
         self.commit()  # the check and the start read where the accepted runs end
         self.r.check_continuity(set(partitions))
         self.r.drop_broken()
@@ -472,9 +459,7 @@ class StreamingReplicator:
         task = f"{self.r.result.run_id}/{slot}/{self._gen}"
         starts = []
         for tp in partitions:
-            tail = self.tails.get(tp) or self.r.tails.get(tp)
-            if tail is not None:
-                self.tails[tp] = tail
+            tail = self.r.tails.get(tp)
             start = tail.upstream_end if tail is not None else self.r.positions[tp]
             if tail is None:
                 self.floors[tp] = start

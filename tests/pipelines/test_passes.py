@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -85,6 +87,39 @@ def test_a_crashed_child_is_started_again_and_its_exit_code_is_the_jobs(tmp_path
     # An exit code means an error line was printed: never restarted, handed on.
     assert supervise("checkpoint", [str(tmp_path / "crashed"), "2"], program) == 2
     assert "died of" not in capfd.readouterr().err
+
+
+STOPPING = """
+import os, signal, sys, time
+crash = sys.argv[2] == "crash"
+if crash:  # a native fault while stopping, as librdkafka's under a broker going away
+    signal.signal(signal.SIGTERM, lambda *a: os.kill(os.getpid(), signal.SIGSEGV))
+open(sys.argv[1], "w").close()
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize(("how", "code", "said"), [
+    ("crash", 128 + signal.SIGSEGV, "error: checkpoint: the job's process died of SIGSEGV "
+                                    "while stopping (a native fault)"),
+    ("plain", 128 + signal.SIGTERM, None)])
+def test_a_child_dying_of_a_signal_after_a_stop_is_named_unless_it_was_the_stop(
+        tmp_path, capfd, how, code, said):
+    """Torture history 17004 alo: SIGTERM to a continuous checkpoint, its child died while
+    stopping, and the supervisor exited 130 without a word."""
+    started = tmp_path / "started"
+
+    def stop_when_started() -> None:
+        while not started.exists():
+            time.sleep(0.02)  # polls the child's own marker: the condition awaited
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_when_started, daemon=True).start()
+    assert supervise("checkpoint", [str(started), how], [sys.executable, "-c", STOPPING]) \
+        == code
+    err = capfd.readouterr().err
+    assert (said in err) if said else ("error:" not in err)
 
 
 def test_only_continuous_plain_runs_are_supervised(monkeypatch):

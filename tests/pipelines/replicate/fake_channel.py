@@ -50,6 +50,7 @@ class FakeTopic:
     away: bool = False  # the target does not answer: no member gets partition 0
     back_on_wait: bool = True  # await_target finds the target back (else it stays away)
     away_flushes: int = 0  # the next flushes deliver nothing (the target away)
+    coordinator_ready_at: float = 0.0  # monotonic time before which nobody is assigned
 
     def append(self, partition: int, value: bytes) -> int:
         self.partitions[partition].append(value)
@@ -87,7 +88,8 @@ class FakeConsumer:
     def poll(self, timeout: float) -> FakeMessage | None:
         if self.closed:
             raise RuntimeError("poll on a closed consumer")
-        if not (self.assigned or self.topic.held_by_other or self.topic.away or self.fenced):
+        if not (self.assigned or self.topic.held_by_other or self.topic.away or self.fenced
+                or time.monotonic() < self.topic.coordinator_ready_at):
             self.assign_runs()
         if self.errors:
             return FakeMessage(channel.RUNS_PARTITION, -1, None, self.errors.pop(0))
@@ -176,6 +178,10 @@ class FakeClients:
 
     def producer(self) -> FakeProducer:
         return FakeProducer(self.topic)
+
+    def lease_holder(self) -> str | None:
+        return "client.id offset-ledger-replicate.run-other on /127.0.0.1" \
+            if self.topic.held_by_other else None
 
     def await_target(self, wait_s: float) -> bool:
         """The target, if away, comes back (True) or stays away (the classified error)."""

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError
 from ledger.config import ClusterConfig
 from ledger.translation import Run
 from pipelines.edge.kafka_errors import KafkaAccessError
-from pipelines.replicate import channel, state
+from pipelines.replicate import channel
 from pipelines.replicate.lease import LeaseError, RunsChannel
 from pipelines.replicate.plan import RecordedTail
 from pipelines.replicate.streaming import StreamingReplicator
@@ -66,7 +66,8 @@ def test_taking_the_lease_announces_this_driver_after_what_the_channel_holds():
 
 def test_a_flow_streamed_by_another_job_is_refused_naming_the_group_and_the_channel():
     clients = FakeClients(FakeTopic(held_by_other=True))
-    with pytest.raises(LeaseError, match=r"flow P->B is streamed by another replicate job: "
+    with pytest.raises(LeaseError, match=r"flow P->B is streamed by another replicate job "
+                       r"\(client.id offset-ledger-replicate.run-other on /127.0.0.1\): "
                        r"consumer group offset-ledger-replicate.P-B on B holds its runs "
                        r"channel offset-ledger-runs.P-B.internal; stop that job first"):
         runs_channel(clients).take()
@@ -201,10 +202,9 @@ def crashed_driver(clients: FakeClients, tails: dict) -> tuple[StreamingReplicat
     d.channel = runs_channel(clients)
     d.exactly_once = False
     d.pending = []
-    d.r = SimpleNamespace(config=SimpleNamespace(ledger_location="/nowhere"),
-                          flow=SimpleNamespace(name="P->B"), last_batch=0,
-                          last_written_at=None,
-                          recorder=SimpleNamespace(ledger=object()))
+    flow_state = SimpleNamespace(tails=tails, last_batch=7, newest_written_at=None)
+    d.r = SimpleNamespace(flow=SimpleNamespace(name="P->B"), tails={},
+                          load_state=lambda touched: flow_state)
     recorded: list = []
 
     def commit() -> None:
@@ -213,14 +213,10 @@ def crashed_driver(clients: FakeClients, tails: dict) -> tuple[StreamingReplicat
         d.channel.commit_hint(all_recorded=True)
 
     d.commit = commit
-    flow_state = SimpleNamespace(tails=tails, last_batch=7, newest_written_at=None,
-                                 tables_verified=True)
-    d._flow_state = flow_state
     return d, recorded
 
 
-def test_after_a_crash_the_reports_beyond_delta_are_recorded_and_duplicates_are_not(
-        monkeypatch):
+def test_after_a_crash_the_reports_beyond_delta_are_recorded_and_duplicates_are_not():
     clients = FakeClients()
     clients.topic.append(0, channel.encode_lease("offset-ledger-replicate.run-crashed"))
     clients.topic.append(0, report(part(0, 0, 0, 10)))  # in Delta (the tail below)
@@ -229,21 +225,16 @@ def test_after_a_crash_the_reports_beyond_delta_are_recorded_and_duplicates_are_
     clients.topic.append(0, report(part(10, 10, 15, 5, task="run/0/0")))
     clients.topic.append(0, report(part(0, 0, 0, 3, partition=1)))  # a partition new to Delta
     d, recorded = crashed_driver(clients, {("T", 0): RecordedTail(10, 10)})
-    monkeypatch.setattr(state, "read_flow_state_direct",
-                        lambda location, flow, touched: d._flow_state)
     d.channel.take()
     d.catch_up()
     assert recorded == [part(10, 10, 10, 5), part(0, 0, 0, 3, partition=1)]
-    assert d.r.last_batch == 7
     assert clients.topic.committed == d.channel.consumed_to  # the hint past the catch-up
 
 
-def test_after_a_clean_stop_the_catch_up_records_nothing_and_moves_the_hint(monkeypatch):
+def test_after_a_clean_stop_the_catch_up_records_nothing_and_moves_the_hint():
     clients = FakeClients()
     clients.topic.append(0, report(part(0, 0, 0, 10)))
     d, recorded = crashed_driver(clients, {("T", 0): RecordedTail(10, 10)})
-    monkeypatch.setattr(state, "read_flow_state_direct",
-                        lambda location, flow, touched: d._flow_state)
     d.channel.take()
     d.catch_up()
     assert recorded == [] and d.pending == []
@@ -289,3 +280,23 @@ def test_a_target_that_stays_away_ends_the_lease_wait_with_its_own_error():
     clients = FakeClients(FakeTopic(away=True, back_on_wait=False))
     with pytest.raises(KafkaAccessError, match="cluster B is unreachable"):
         runs_channel(clients).take()
+
+
+def test_a_lease_nobody_holds_is_waited_for_not_blamed_on_another_job(caplog):
+    """Torture history 17005 eos: P restarted after a disaster and its group coordinator took
+    longer than the lease timeout to assign; the restarted driver said another job streamed
+    the flow (none did) and exited."""
+    clients = FakeClients(FakeTopic(coordinator_ready_at=time.monotonic() + 0.8))
+    ch = runs_channel(clients)
+    with caplog.at_level(logging.WARNING):
+        ch.take()
+    assert ch.announced_at == 0
+    assert "is not assigned after 0s and no other job holds it (the group coordinator may " \
+           "still be loading); waiting up to 300s" in caplog.text
+
+
+def test_a_lease_never_assigned_ends_the_driver_naming_that():
+    clients = FakeClients(FakeTopic(coordinator_ready_at=time.monotonic() + 3600))
+    with pytest.raises(LeaseError, match=r"lease \(group offset-ledger-replicate.P-B on B\) "
+                       r"was not assigned within 1s, and no other job holds it"):
+        runs_channel(clients, retake_s=1.0).take()

@@ -114,3 +114,30 @@ def test_a_stop_during_the_wait_ends_it_without_tasks():
     stop.set()
     d._first_refresh(stop, lambda c: c, retry_s=0.01)
     assert calls == {"refresh": 1, "sync": 0}
+
+
+# --- where a placed partition starts ----------------------------------------------------------
+
+
+def test_a_partition_placed_in_a_new_epoch_keeps_no_tail_from_before(monkeypatch):
+    """A topic left the flow and came back with its replica recreated: its partitions start a
+    new epoch at the log start, and no tail of the old epoch is kept (the streaming driver
+    would start the copy there, past the new epoch's first records, and refuse every report of
+    it as not continuing that tail)."""
+    from ledger.config import ClusterConfig
+    from pipelines.replicate import replicator
+    from pipelines.replicate.plan import RecordedTail
+    from pipelines.replicate.replicator import FlowReplicator
+
+    old = RecordedTail(100, 100)
+    r = FlowReplicator.__new__(FlowReplicator)
+    r.tails, r.positions, r.replicas = {("T", 0): old, ("T", 1): old}, {}, {"T": "P.T"}
+    r.flow = SimpleNamespace(name="P->B", source="P", target="B")
+    r.config = SimpleNamespace(cluster=lambda alias: ClusterConfig(alias, {}))
+    r.load_state = lambda partitions: SimpleNamespace(tails={("T", 0): old, ("T", 1): old})
+    ends = {("P.T", 0): 0, ("P.T", 1): 100}  # partition 0's replica was recreated (empty)
+    monkeypatch.setattr(replicator, "list_offsets", lambda cluster, which, tps, **kw: (
+        {tp: 7 for tp in tps} if which == "earliest" else ends))
+    r._place([("T", 0), ("T", 1)])
+    assert r.positions == {("T", 0): 7, ("T", 1): 100}
+    assert r.tails == {("T", 1): old}
