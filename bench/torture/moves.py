@@ -9,7 +9,9 @@ Invariants:
       bound is ``not_ready``.
     * A disaster stops the producers (what they wrote is acknowledged on P's disk), records each
       group's real commits on P, kills P's broker, moves with ``--disaster`` (never
-      ``--group-regex``: P cannot be asked), then starts P again on its data.
+      ``--group-regex``: P cannot be asked), then starts P again on its data. A move refused
+      because P died before any commit of a group was recorded (the checker's own read of
+      ``group_offsets`` agrees) is the documented answer, not ``not_ready``.
     * A failed move leaves the groups where they were; the history goes on from there.
 """
 
@@ -19,6 +21,7 @@ import json
 import time
 
 from bench.torture import ops
+from bench.torture.readers import groups_with_recorded_commits
 from bench.torture.workload import committed_offsets
 
 MOVE_TIMEOUT_S = 90  # a move's --timeout once every fault is healed
@@ -76,6 +79,8 @@ class Moves:
         at_disaster = {g: committed_offsets(self.bootstraps["P"], g) for g in groups}
         self.clusters.stop("P", hard=True)
         self.count(self.faults, "disaster_kill_P")
+        recorded = groups_with_recorded_commits(self.workdir / "ledger", "P")
+        unrecorded = [g for g in groups if g not in recorded]
         self.count(self.operations, "status")
         self.calls.append(ops.cli(["status", "--flow", "P->B", "--format", "json"],
                                   self.config, self.workdir))
@@ -94,9 +99,17 @@ class Moves:
                            timeout=MOVE_TIMEOUT_S + 120)
             self.calls.append(call)
         self.clusters.up()
-        if call.returncode != 0:
+        refused = f"error: group(s) {', '.join(unrecorded)} have no committed offsets on P " \
+                  f"recorded in the ledger"
+        if call.returncode == 2 and unrecorded and refused in call.stderr:
+            # The documented answer, never a guess: P died before any commit of these groups
+            # was recorded (the checker's own read of group_offsets says so). The move is not
+            # made; the history goes on from P.
+            self.count(self.operations, "disaster_refused_unrecorded_group")
+        elif call.returncode != 0:
             last = " | ".join((call.stdout + call.stderr).strip().splitlines()[-2:])[-300:]
             self.readiness.append(f"not_ready: failover --disaster rc {call.returncode}: {last}")
+        if call.returncode != 0:
             for p in self.producers:
                 p.move_to("P")
             return "P"

@@ -90,6 +90,16 @@ def read_resume_points(ledger: Path, operation_id: str) -> list[dict]:
     return table.filter(pc.equal(table["operation_id"], operation_id)).to_pylist()
 
 
+def groups_with_recorded_commits(ledger: Path, cluster: str) -> set[str]:
+    """The groups ``group_offsets`` holds a commit of on ``cluster``, read with delta-rs."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(ledger / "group_offsets")).to_pyarrow_table(
+        columns=["cluster", "group_id"])
+    return set(table.filter(pc.equal(table["cluster"], cluster))["group_id"].to_pylist())
+
+
 def end_offsets(bootstrap: str, topics: list[str],
                 low: bool = False) -> dict[tuple[str, int], int]:
     """``{(topic, partition): high watermark}`` (``low``: log start) of the topics that

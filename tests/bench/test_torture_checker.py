@@ -97,3 +97,16 @@ def test_job_exits_and_outputs_judged(tmp_path: Path):
 def test_a_seed_replays_its_history():
     assert generate(42, "eos") == generate(42, "eos")
     assert generate(42, "eos").describe() != generate(43, "eos").describe()
+
+
+def test_the_groups_with_a_recorded_commit_are_read_from_the_ledger(tmp_path: Path):
+    """History 19006 alo: P died before any commit of h19006-g0 was recorded; the disaster
+    move's refusal is then the documented answer, which the checker tells by its own read."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from bench.torture.readers import groups_with_recorded_commits
+
+    write_deltalake(str(tmp_path / "group_offsets"), pa.table({
+        "cluster": ["P", "B", "P"], "group_id": ["g1", "g0", "g1"]}))
+    assert groups_with_recorded_commits(tmp_path, "P") == {"g1"}
