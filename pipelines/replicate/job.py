@@ -78,6 +78,7 @@ from pipelines.edge.kafka_offsets import list_offsets
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
 from pipelines.passes import stop_on_signals
 from pipelines.replicate import executors, plan
+from pipelines.replicate.lease import StoppedWhileAway
 from pipelines.replicate.recorder import ReplicationError
 from pipelines.replicate.replicator import FlowReplicator, ReplicationResult
 from pipelines.replicate.streaming import (
@@ -212,6 +213,10 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
     _attach(observer, streamer.r)
     try:
         streamer.run(stop, interval_s=interval_s, refresh_s=refresh_s, reload=reload_config)
+    except StoppedWhileAway as exc:
+        # A stop asked for while the target does not answer: nothing is lost (the channel
+        # holds what was reported; the next run records it first), so the stop is clean.
+        log.warning("%s", exc)
     finally:
         streamer.close()
     return streamer.result

@@ -26,7 +26,11 @@ Invariants:
       by another job; so is a target that kept refusing the credentials or the certificate.
     * A target away (restarting, or killed in a disaster while this flow replicates back to it)
       is ridden out for LEASE_RETAKE_S in every step that needs it: the lease, a channel write,
-      a drain; past that the driver stops with the target named unreachable.
+      a drain; past that the driver stops with the target named unreachable. A stop request
+      ends any such wait (:class:`StoppedWhileAway`): nothing is lost, since the channel keeps
+      what the tasks reported and the next run records it first.
+    * Closing a group member never blocks the driver (librdkafka's close can wait on an
+      absent coordinator: torture history 20011 eos, a driver deaf to SIGTERM).
     * The Kafka clients come from a :class:`Clients`: Kafka's own in production, fakes with the
       same small surface in unit tests.
 """
@@ -59,10 +63,19 @@ LEASE_GRACE_S = 10.0
 # second; the bound is the target's, should it go away between the write and the read.
 DRAIN_TIMEOUT_S = LEASE_RETAKE_S
 SESSION_TIMEOUT_MS = 10_000
+CLOSE_TIMEOUT_S = 10.0
+# A wait for an absent target ends on a stop request; a drain (a stop's own drain included)
+# reads on for this long first, as a live target answers well within it.
+STOP_GRACE_S = 20.0
 
 
 class LeaseError(OffsetLedgerError):
     """Another replicate job streams this flow (it holds the flow's runs channel)."""
+
+
+class StoppedWhileAway(OffsetLedgerError):
+    """A stop was asked while the driver waited for its target: it stops at once, and what
+    the tasks copied since the last commit is recorded by the next run's catch-up."""
 
 
 class Clients(Protocol):
@@ -179,6 +192,15 @@ class RunsChannel:
         self._early: list[Any] = []  # fetched while the lease was taken: drained first
         self._consumer: Any = None
         self._producer: Any = None
+        self.stop: threading.Event | None = None  # the driver's stop request, set by its run
+
+    def check_stop(self, waiting_for: str) -> None:
+        """Raise :class:`StoppedWhileAway` if the driver was asked to stop."""
+        if self.stop is not None and self.stop.is_set():
+            raise StoppedWhileAway(
+                f"flow {self.flow_name}: stopped while waiting for {waiting_for} on "
+                f"{self.target.alias}; what was copied since the last commit is recorded by "
+                f"the next run's catch-up from the channel")
 
     # --- the lease -----------------------------------------------------------------------
 
@@ -201,6 +223,7 @@ class RunsChannel:
                 self._early.append(msg)
             if time.monotonic() <= deadline:
                 continue
+            self.check_stop("the runs channel lease")
             self._refuse_unauthorized(None)
             self.check_target(0.0)
             # No assignment because nothing answers (the target went away after the start-up
@@ -290,7 +313,9 @@ class RunsChannel:
                              on_delivery=lambda err, msg, done=done: done.append(
                                  (err, msg.offset() if err is None else -1)))
             while not done and time.monotonic() < deadline:
-                producer.flush(max(0.0, min(10.0, deadline - time.monotonic())))
+                if warned:  # waiting for an absent target (a live one delivers at once)
+                    self.check_stop("a write to the runs channel")
+                producer.flush(max(0.0, min(2.0, deadline - time.monotonic())))
                 if not done and not warned:
                     log.warning("flow %s: cannot write to the runs channel %s on %s yet; "
                                 "waiting up to %.0fs for it", self.flow_name, self.topic,
@@ -343,10 +368,17 @@ class RunsChannel:
     def _rebuild(self) -> None:
         old, self._consumer = self._consumer, None
         self._held.clear()
-        try:
-            old.close()
-        except Exception as exc:  # a fenced consumer may refuse: it is gone either way
-            log.debug("flow %s: closing the fenced consumer: %s", self.flow_name, exc)
+
+        def close() -> None:
+            try:
+                old.close()
+            except Exception as exc:  # a fenced consumer may refuse: it is gone either way
+                log.debug("flow %s: closing the fenced consumer: %s", self.flow_name, exc)
+
+        # librdkafka's close of a group member can block while the coordinator does not
+        # answer (torture history 20011 eos: the driver hung, deaf to SIGTERM); the old member
+        # is dead either way, so it is closed aside.
+        threading.Thread(target=close, name="offset-ledger-lease-close", daemon=True).start()
         self.fenced = False
         self._consumer = self._new_consumer()
         self._revoked_at = time.monotonic()
@@ -400,7 +432,10 @@ class RunsChannel:
         self._write(channel.encode_sync(mark), channel.RUNS_PARTITION)
         out: list[Any] = []
         deadline = time.monotonic() + self.drain_timeout_s
+        began = time.monotonic()
         while time.monotonic() < deadline:
+            if time.monotonic() - began > STOP_GRACE_S:  # a drain at a stop reads on first
+                self.check_stop("the runs channel to be read")
             if self.fenced:  # a dead consumer reads nothing: take the lease back (or stop)
                 self._retake(time.monotonic())
             msg = self._early.pop(0) if self._early else self._consumer.poll(0.2)
@@ -524,11 +559,21 @@ class RunsChannel:
                 self._producer.flush(10)
         finally:
             if self._consumer is not None:
-                try:
-                    self._consumer.close()
-                except Exception as exc:  # a fenced consumer may refuse: gone either way
-                    log.debug("flow %s: closing the runs channel consumer: %s",
-                              self.flow_name, exc)
+                consumer = self._consumer
+
+                def close() -> None:
+                    try:
+                        consumer.close()
+                    except Exception as exc:  # a fenced consumer may refuse: gone either way
+                        log.debug("flow %s: closing the runs channel consumer: %s",
+                                  self.flow_name, exc)
+
+                # Bounded: a close that blocks on an absent coordinator must not hold the
+                # job's exit (the static member times out on the broker's side).
+                closing = threading.Thread(target=close, name="offset-ledger-channel-close",
+                                           daemon=True)
+                closing.start()
+                closing.join(CLOSE_TIMEOUT_S)
 
 
 def is_fenced(err: Any) -> bool:

@@ -159,8 +159,11 @@ class StreamingReplicator:
         for slot in slots:
             tid = stream_task.transactional_id(self.r.flow.source, self.r.flow.target, slot)
             # The target away (restarting, killed in a disaster) is ridden out as the lease is.
-            preflight.ride_out(lambda tid=tid: fence(tid), LEASE_RETAKE_S,
-                               f"flow {self.r.flow.name}: fencing {tid} on {target.alias}")
+            fenced = preflight.ride_out(lambda tid=tid: fence(tid) or True, LEASE_RETAKE_S,
+                                        f"flow {self.r.flow.name}: fencing {tid} on "
+                                        f"{target.alias}", stop=self.channel.stop)
+            if not fenced:  # a stop asked for during the wait
+                self.channel.check_stop(f"the fencing of {tid}")
 
     def catch_up(self) -> None:
         """Record what the channel holds beyond Delta (after a crash), with the live rule."""
@@ -197,6 +200,7 @@ class StreamingReplicator:
 
     def run(self, stop: threading.Event, *, interval_s: float, refresh_s: float,
             reload: Callable[[Config], Config]) -> None:
+        self.channel.stop = stop  # every wait for the target ends on a stop request
         self.open()
         self._first_refresh(stop, reload)
         next_commit = time.monotonic() + self.commit_interval_s

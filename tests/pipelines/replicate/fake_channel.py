@@ -8,6 +8,7 @@ timing are out of scope: what the fakes test is the driver's bookkeeping.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,7 @@ class FakeTopic:
     back_on_wait: bool = True  # await_target finds the target back (else it stays away)
     away_flushes: int = 0  # the next flushes deliver nothing (the target away)
     coordinator_ready_at: float = 0.0  # monotonic time before which nobody is assigned
+    close_blocks: threading.Event | None = None  # a member's close waits for this
 
     def append(self, partition: int, value: bytes) -> int:
         self.partitions[partition].append(value)
@@ -114,6 +116,8 @@ class FakeConsumer:
         return 0, len(self.topic.partitions[tp.partition])
 
     def close(self) -> None:
+        if self.topic.close_blocks is not None:  # librdkafka waiting on an absent coordinator
+            self.topic.close_blocks.wait()
         self.closed = True
 
 
@@ -125,6 +129,9 @@ class FakeProbe(FakeConsumer):
 
     def assign(self, tps: list[TopicPartition]) -> None:
         self.assigned, self.position = True, tps[0].offset
+
+    def close(self) -> None:  # outside the group: nothing to wait for
+        self.closed = True
 
     def poll(self, timeout: float) -> FakeMessage | None:
         log = self.topic.partitions[channel.RUNS_PARTITION]

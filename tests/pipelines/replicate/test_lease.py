@@ -8,6 +8,7 @@ driver's catch-up after a crash between a channel commit and a Delta commit.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from types import SimpleNamespace
 
@@ -18,7 +19,7 @@ from ledger.config import ClusterConfig
 from ledger.translation import Run
 from pipelines.edge.kafka_errors import KafkaAccessError
 from pipelines.replicate import channel
-from pipelines.replicate.lease import LeaseError, RunsChannel
+from pipelines.replicate.lease import LeaseError, RunsChannel, StoppedWhileAway
 from pipelines.replicate.plan import RecordedTail
 from pipelines.replicate.streaming import StreamingReplicator
 from tests.pipelines.replicate.fake_channel import FakeClients, FakeTopic
@@ -297,3 +298,44 @@ def test_a_lease_never_assigned_ends_the_driver_naming_that():
     with pytest.raises(LeaseError, match=r"lease \(group offset-ledger-replicate.P-B on B\) "
                        r"was not assigned within 1s, and no other job holds it"):
         runs_channel(clients, retake_s=1.0).take()
+
+
+# --- a stop while the target is away (torture history 20011 eos) ------------------------------
+# B (the target of P->B) restarted while the driver took its lease back; the driver then hung,
+# deaf to SIGTERM for 90 s, until it was killed: a wait for an absent target must end on a stop,
+# and closing the dead member must never block the driver.
+
+
+def test_a_stop_ends_a_wait_for_an_absent_target():
+    clients = FakeClients(FakeTopic(away_flushes=10**9))
+    ch = runs_channel(clients)
+    ch.stop = threading.Event()
+    ch.stop.set()
+    started = time.monotonic()
+    with pytest.raises(StoppedWhileAway, match=r"flow P->B: stopped while waiting for a write "
+                       r"to the runs channel on B; what was copied since the last commit is "
+                       r"recorded by the next run's catch-up"):
+        ch.take()
+    assert time.monotonic() - started < 10
+
+
+def test_a_stop_with_the_target_there_still_drains_to_the_end():
+    clients = FakeClients()
+    ch = runs_channel(clients)
+    ch.take()
+    clients.topic.append(0, report(part(0, 0, 0, 5)))
+    ch.stop = threading.Event()
+    ch.stop.set()
+    assert ch.drain()[1:] == [[part(0, 0, 0, 5)]]
+
+
+def test_taking_the_lease_back_never_waits_on_the_dead_member_s_close():
+    release = threading.Event()
+    clients = FakeClients(FakeTopic(close_blocks=release))
+    ch = runs_channel(clients)
+    ch.take()
+    clients.current.fence()
+    started = time.monotonic()
+    ch.keep(time.monotonic())
+    assert time.monotonic() - started < 5 and len(clients.consumers) == 2
+    release.set()
