@@ -15,9 +15,11 @@ import importlib
 import importlib.util
 import io
 import logging
+import signal
 import sys
 from collections.abc import Collection, Sequence
 
+from ledger import settings
 from ledger.config import load_config, resolve_location
 from ledger.errors import OffsetLedgerError
 from pipelines.args import (  # noqa: F401  (re-exported: the CLI's helpers, one import away)
@@ -189,7 +191,22 @@ def _enable_faulthandler() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _release_stop_signals()
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:  # Ctrl-C before a job's own handlers (or in a verb without)
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _release_stop_signals() -> None:
+    """Deliver the SIGINT a supervised child held pending while it started
+    (``pipelines.passes``): here, inside ``main``'s guard, it ends it without a traceback."""
+    if settings.supervised_child():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _main(argv: list[str]) -> int:
     verb = chosen_verb(argv)
     parser = build_parser(() if verb is None else (verb,))
     args, extra = parser.parse_known_args(argv)
@@ -234,9 +251,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {damage}", file=sys.stderr)
         return damage.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
 
 
 def _ledger_damage(exc: BaseException, config: object) -> OffsetLedgerError | None:

@@ -95,6 +95,19 @@ def die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+def _start_child() -> None:
+    """In the supervised child before exec: tied to its parent, and SIGINT held pending (the
+    mask survives exec) until the CLI's ``main`` releases it (SIGTERM's default action ends a
+    starting child without a word; SIGINT's is a ``KeyboardInterrupt``).
+
+    A terminal's Ctrl-C reaches the whole process group; without the mask a child still
+    importing its modules died of it with a ``KeyboardInterrupt`` traceback (torture F12,
+    history 19013 eos). Held, the signal arrives where ``main`` turns it into an exit.
+    """
+    die_with_parent()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 def wants_supervisor(args: Any) -> bool:
     """A continuous run (no ``--once``, no ``--max-passes``) of a plain program that is not
     the supervised child already: spark-submit and Databricks supervise their own jobs."""
@@ -127,7 +140,7 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
     try:
         while True:
             child = subprocess.Popen([*(program or [sys.executable, "-m", "pipelines.cli"]),
-                                      *argv], env=env, preexec_fn=die_with_parent)
+                                      *argv], env=env, preexec_fn=_start_child)
             code = child.wait()
             if code >= 0:
                 return code

@@ -122,6 +122,34 @@ def test_a_child_dying_of_a_signal_after_a_stop_is_named_unless_it_was_the_stop(
     assert (said in err) if said else ("error:" not in err)
 
 
+STARTING = """
+import os, signal, sys, time
+open(sys.argv[1], "w").close()
+while signal.SIGINT not in signal.sigpending():  # still "importing" when the Ctrl-C comes
+    time.sleep(0.02)
+from pipelines.cli import main
+sys.exit(main(["ledger", "--help"]))
+"""
+
+
+def test_a_ctrl_c_while_the_child_starts_ends_it_without_a_traceback(tmp_path, capfd):
+    """Torture F12 (history 19013 eos): the group's SIGINT reached a supervised child still
+    importing its modules: ``KeyboardInterrupt`` and a traceback. The child now starts with
+    the stop signals held, and the CLI's ``main`` turns them into exit 130."""
+    started = tmp_path / "started"
+
+    def interrupt_when_started() -> None:
+        while not started.exists():
+            time.sleep(0.02)  # polls the child's own marker: the condition awaited
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_started, daemon=True).start()
+    assert supervise("checkpoint", [str(started)], [sys.executable, "-c", STARTING]) == 130
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "interrupted" in err
+
+
 def test_only_continuous_plain_runs_are_supervised(monkeypatch):
     monkeypatch.delenv("OFFSET_LEDGER_SUPERVISED_CHILD", raising=False)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
