@@ -117,13 +117,16 @@ class Checkpointer:
                       if flow.group_allowed(g.group_id))
 
     def observe(self, cluster_alias: str, groups: Iterable[str]) -> tuple[list[GroupCommit], dict]:
+        """Every group's commits and state on a cluster: one describe call and concurrent
+        offset fetches for all groups (``pipelines.edge``), not round trips per group."""
         cluster = self.config.cluster(cluster_alias)
-        commits, states = [], {}
-        for group in groups:
-            states[group] = kafka_admin.describe_group(cluster, group).state
-            committed = kafka_offsets.list_offsets(cluster, "committed", group=group)
-            for (topic, partition), offset in committed.items():
-                commits.append(GroupCommit(cluster_alias, group, topic, partition, offset))
+        groups = list(dict.fromkeys(groups))
+        states = {g: info.state for g, info in kafka_admin.describe_groups(cluster,
+                                                                           groups).items()}
+        committed = kafka_offsets.committed_of(cluster, groups)
+        commits = [GroupCommit(cluster_alias, group, topic, partition, offset)
+                   for group in groups
+                   for (topic, partition), offset in committed[group].items()]
         return commits, states
 
     def resolve_groups(self, groups: list[str], regex: str | None, source: str,
@@ -351,20 +354,19 @@ class Checkpointer:
     def _sync(self, flow: FlowConfig, result: CheckpointResult, writes: list[OffsetWrite],
               operation_id: str | Mapping[str, str] | None, reason: str, strict: bool,
               now: dt.datetime) -> None:
-        """Write the planned ``writes`` on the target, one call per group; record what took."""
+        """Write the planned ``writes`` on the target (all groups' requests in flight at once);
+        record what took."""
         target = self.config.cluster(flow.target)
         by_group: dict[str, list[OffsetWrite]] = {}
         for w in writes:
             by_group.setdefault(w.group_id, []).append(w)
+        active = kafka_admin.alter_groups_offsets(
+            target, {g: {(w.topic, w.partition): w.offset for w in ws}
+                     for g, ws in by_group.items()}, skip_active=not strict)
         for group, group_writes in sorted(by_group.items()):
-            try:
-                kafka_admin.alter_group_offsets(
-                    target, group, {(w.topic, w.partition): w.offset for w in group_writes})
-            except kafka_admin.GroupActiveError as exc:
-                if strict:
-                    raise
-                log.warning("%s; not syncing its offsets this pass", exc)
-                result.skipped.extend((w.checkpoint, str(exc)) for w in group_writes)
+            if group in active:
+                log.warning("%s; not syncing its offsets this pass", active[group])
+                result.skipped.extend((w.checkpoint, str(active[group])) for w in group_writes)
                 continue
             result.writes.extend(group_writes)
         result.resume_points = [

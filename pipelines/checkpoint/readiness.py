@@ -138,20 +138,21 @@ def assess(config: Config, engine: LedgerEngine | Ledger, source: str, needs: li
                                           {(c.topic, c.partition) for c in unrun})
         for c in unrun:
             c.log_start = lows.get((c.topic, c.partition), 0)
-    # One probe per partition, to the highest commit: nothing committed below it answers for
-    # every lower commit too; anything else answers only for that commit (others wait: safe).
+    # One probe per partition, from the lowest base to the highest commit: where the first
+    # committed record lies answers every commit of the partition (nothing committed in
+    # [base, commit) exactly when it lies at or past the commit), whatever the groups.
     gaps: dict[tuple[str, int], tuple[int, int]] = {}
     for c in out:
         if c.missing:
             key = (c.topic, c.partition)
-            gaps[key] = (c.base, max(c.committed, gaps.get(key, (0, 0))[1]))
+            low, high = gaps.get(key, (c.base, c.committed))
+            gaps[key] = (min(low, c.base), max(high, c.committed))
     if gaps:
-        left = kafka_admin.committed_records_between(cluster, gaps)
+        first = kafka_admin.first_committed(cluster, gaps)
         for c in out:
-            key = (c.topic, c.partition)
-            if c.missing and key in left and (left[key] is False
-                                              or c.committed == gaps[key][1]):
-                c.committed_left = left[key]
+            if c.missing:  # None: it cannot be told (an open transaction), never covered
+                at = first[(c.topic, c.partition)]
+                c.committed_left = None if at is None else at < c.committed
     return out
 
 
@@ -201,10 +202,12 @@ class CoverageCheck:
         return [c for c in self.assess(source, needs) if not c.covered]
 
 
-def replication_lag(config: Config, ledger: LedgerEngine | Ledger, needs: list[Need]) -> int:
+def replication_lag(config: Config, ledger: LedgerEngine | Ledger, needs: list[Need],
+                    stores: Mapping[str, OffsetSyncStore] | None = None) -> int:
     """Records the sources hold beyond the runs, for the forward partitions of ``needs``.
 
     Informational: a continuous move does not wait for them (they keep replicating).
+    ``stores`` (a move's plan's) answer for their flows instead of a new load.
     """
     forward = [n for n in needs if n.direction == FORWARD]
     if not forward:
@@ -212,7 +215,7 @@ def replication_lag(config: Config, ledger: LedgerEngine | Ledger, needs: list[N
     by_source: dict[str, list[Need]] = {}
     for n in forward:
         by_source.setdefault(config.flow(n.sync_flow).source, []).append(n)
-    recorded = recorded_ends(ledger, {n.key for n in forward})
+    recorded = recorded_ends(ledger, {n.key for n in forward}, stores=stores)
     lag = 0
     for alias, group in by_source.items():
         ends = kafka_offsets.list_offsets(config.cluster(alias), "latest", [(n.topic, n.partition)

@@ -279,61 +279,125 @@ def list_groups(cluster: ClusterConfig) -> list[GroupInfo]:
 
 
 def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
+    return describe_groups(cluster, [group])[group]
+
+
+def describe_groups(cluster: ClusterConfig, groups: Iterable[str]) -> dict[str, GroupInfo]:
+    """``{group: GroupInfo}``: every group asked in one call (librdkafka sends one
+    DescribeGroups per coordinator), not one round trip per group; a group that does not
+    exist is ``DEAD`` with no members."""
+    groups = list(dict.fromkeys(groups))
+    if not groups:
+        return {}
     client = admin(cluster)
-    futures = client.describe_consumer_groups([group], request_timeout=TIMEOUT_S)
-    try:
-        desc = futures[group].result(timeout=RESULT_TIMEOUT_S)
-    except KafkaException as exc:
-        if group_missing(exc):
-            return GroupInfo(group, "DEAD", 0)
-        error = failure(cluster, exc, client, "DESCRIBE", f"group {group}")
-        if error.kind != kafka_errors.OTHER:
-            raise error from None
-        # Kafka 4 answers ConsumerGroupDescribe for KIP-848 groups only; some classic groups
-        # come back as an error there. ListGroups still knows every group's state.
-        listed = {g.group_id: g for g in list_groups(cluster)}
-        if group not in listed:
-            return GroupInfo(group, "DEAD", 0)
-        state = listed[group].state
-        if state.upper() in ("EMPTY", "DEAD"):
-            return GroupInfo(group, state, 0)
-        raise KafkaAdminError(f"cluster {cluster.alias}: describing group {group} (state "
-                              f"{state}) failed: {error}") from None
-    return GroupInfo(group, str(desc.state.name if desc.state else "UNKNOWN"),
-                     len(desc.members or []))
+    futures = client.describe_consumer_groups(groups, request_timeout=TIMEOUT_S)
+    listed: dict[str, GroupInfo] | None = None
+    out = {}
+    for group in groups:
+        try:
+            desc = futures[group].result(timeout=RESULT_TIMEOUT_S)
+        except KafkaException as exc:
+            if group_missing(exc):
+                out[group] = GroupInfo(group, "DEAD", 0)
+                continue
+            error = failure(cluster, exc, client, "DESCRIBE", f"group {group}")
+            if error.kind != kafka_errors.OTHER:
+                raise error from None
+            # Kafka 4 answers ConsumerGroupDescribe for KIP-848 groups only; some classic
+            # groups come back as an error there. ListGroups still knows every group's state.
+            if listed is None:
+                listed = {g.group_id: g for g in list_groups(cluster)}
+            state = listed[group].state if group in listed else "DEAD"
+            if state.upper() not in ("EMPTY", "DEAD"):
+                raise KafkaAdminError(f"cluster {cluster.alias}: describing group {group} "
+                                      f"(state {state}) failed: {error}") from None
+            out[group] = GroupInfo(group, state, 0)
+            continue
+        out[group] = GroupInfo(group, str(desc.state.name if desc.state else "UNKNOWN"),
+                               len(desc.members or []))
+    return out
+
+
+ACTIVE_STATES = frozenset({"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE",
+                           "ASSIGNING", "RECONCILING"})
+
+
+def _active(cluster: ClusterConfig, info: GroupInfo) -> GroupActiveError | None:
+    if info.members > 0 or info.state.upper() in ACTIVE_STATES:
+        return GroupActiveError(
+            f"group {info.group_id} has {info.members} active member(s) on cluster "
+            f"{cluster.alias} (state {info.state}); stop its consumers first")
+    return None
 
 
 def ensure_inactive(cluster: ClusterConfig, group: str) -> GroupInfo:
-    info = describe_group(cluster, group)
-    if info.members > 0 or info.state.upper() in ("STABLE", "PREPARING_REBALANCE",
-                                                  "COMPLETING_REBALANCE", "ASSIGNING",
-                                                  "RECONCILING"):
-        raise GroupActiveError(
-            f"group {group} has {info.members} active member(s) on cluster {cluster.alias} "
-            f"(state {info.state}); stop its consumers first")
-    return info
+    return ensure_all_inactive(cluster, [group])[group]
+
+
+def ensure_all_inactive(cluster: ClusterConfig, groups: Iterable[str]) -> dict[str, GroupInfo]:
+    """Every group's :class:`GroupInfo` (one describe call); the first group, in the order
+    given, that has active members raises :class:`GroupActiveError`."""
+    infos = describe_groups(cluster, groups)
+    for info in infos.values():
+        active = _active(cluster, info)
+        if active is not None:
+            raise active
+    return infos
 
 
 def alter_group_offsets(cluster: ClusterConfig, group: str,
                         offsets: Mapping[tuple[str, int], int]) -> None:
     """Write ``offsets`` into ``group``; the group must have no active members."""
+    alter_groups_offsets(cluster, {group: offsets})
+
+
+def alter_groups_offsets(cluster: ClusterConfig,
+                         offsets: Mapping[str, Mapping[tuple[str, int], int]], *,
+                         skip_active: bool = False) -> dict[str, GroupActiveError]:
+    """Write each group's offsets; the groups must have no active members.
+
+    Kafka takes one group per OffsetCommit request: the requests of all groups are sent
+    before any answer is awaited (concurrent, not one round trip after another). A group
+    with active members raises :class:`GroupActiveError` before anything is written, or,
+    with ``skip_active``, is left unwritten and returned (``{group: error}``). Any other
+    failure raises, naming the first group (in sorted order) that failed; the other groups'
+    writes may have been applied.
+    """
+    offsets = {g: o for g, o in offsets.items() if o}
     if not offsets:
-        return
-    ensure_inactive(cluster, group)
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, int(o))
-                                                   for (t, p), o in sorted(offsets.items())])
+        return {}
+    skipped: dict[str, GroupActiveError] = {}
+    for group, info in describe_groups(cluster, sorted(offsets)).items():
+        active = _active(cluster, info)
+        if active is not None and not skip_active:
+            raise active
+        if active is not None:
+            skipped[group] = active
     client = admin(cluster)
-    futures = client.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)
-    result = _wait(cluster, f"writing offsets of group {group}", futures[group], client,
-                   "READ", f"group {group}")
-    failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
-    if failed:
-        first = failed[0]
-        why = failure(cluster, KafkaException(first.error), client, "READ",
-                      f"topic {first.topic}")
-        raise KafkaAdminError(f"cluster {cluster.alias}: writing offsets of group {group} "
-                              f"failed for {[(tp.topic, tp.partition) for tp in failed]}: {why}",
-                              why.kind)
+    futures = {}
+    for group in sorted(set(offsets) - set(skipped)):
+        request = ConsumerGroupTopicPartitions(group, [
+            TopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets[group].items())])
+        futures[group] = client.alter_consumer_group_offsets([request],
+                                                             request_timeout=TIMEOUT_S)[group]
+    errors = []
+    for group, future in futures.items():  # every answer awaited before raising
+        try:
+            result = future.result(timeout=RESULT_TIMEOUT_S)
+        except Exception as exc:
+            errors.append(failure(cluster, exc, client, "READ", f"group {group}"))
+            continue
+        failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
+        if failed:
+            first = failed[0]
+            why = failure(cluster, KafkaException(first.error), client, "READ",
+                          f"topic {first.topic}")
+            errors.append(KafkaAdminError(
+                f"cluster {cluster.alias}: writing offsets of group {group} failed for "
+                f"{[(tp.topic, tp.partition) for tp in failed]}: {why}", why.kind))
+    if errors:
+        raise errors[0]
+    return skipped
 
 
 # --- added for replication (pipelines/replicate) ---------------------------------------------
@@ -384,8 +448,25 @@ def committed_records_between(cluster: ClusterConfig,
                  rec   rec   aborted/markers
                              ^ replicated to 302: False (nothing committed in [302, 312))
     """
-    out: dict[tuple[str, int], bool | None] = {
-        key: False for key, (start, end) in ranges.items() if start >= end}
+    first = first_committed(cluster, ranges, timeout)
+    return {key: None if first[key] is None else first[key] < end
+            for key, (_, end) in ranges.items()}
+
+
+def first_committed(cluster: ClusterConfig, ranges: Mapping[tuple[str, int], tuple[int, int]],
+                    timeout: float = 10.0) -> dict[tuple[str, int], int | None]:
+    """Per partition, where the first committed record at or after ``start`` is (read_committed),
+    looked for up to ``end``: its offset, or an offset at or past ``end`` (or where the log
+    ends, when it ends below ``end``) when none is; ``None`` when it cannot be told within
+    ``timeout`` (an open transaction holds the last stable offset). Nothing committed lies in
+    ``[start, c)`` exactly when the answer is at least ``c``: one probe answers every commit
+    of a partition below ``end``, whatever the groups::
+
+        offsets  302 303 ... 311 | 312 (committed) ... 320 = end
+                 aborted/markers   ^ first_committed = 312: commits <= 312 have nothing to copy
+    """
+    out: dict[tuple[str, int], int | None] = {
+        key: start for key, (start, end) in ranges.items() if start >= end}
     pending = {key: span for key, span in ranges.items() if key not in out}
     if not pending:
         return out
@@ -411,7 +492,7 @@ def committed_records_between(cluster: ClusterConfig,
                 if high is None or high < 0 or msg.offset() < high:
                     continue  # the last stable offset is below end: an open transaction, wait
                 # The log ends below ``end`` (a commit beyond it): those records are yet to come.
-            out[key] = msg.offset() < end
+            out[key] = msg.offset()
             del pending[key]
             consumer.incremental_unassign([TopicPartition(*key)])
     finally:

@@ -164,19 +164,40 @@ def _by_spec(cluster: ClusterConfig, wanted: list[TP], which: Which, read_commit
 
 def _committed(cluster: ClusterConfig, group: str,
                partitions: Iterable[TP] | None) -> dict[TP, int]:
-    request = ConsumerGroupTopicPartitions(group, None if partitions is None else [
-        TopicPartition(t, p) for t, p in sorted(set(partitions))])
-    if request.topic_partitions == []:
-        return {}
+    return committed_of(cluster, [group], partitions)[group]
+
+
+def committed_of(cluster: ClusterConfig, groups: Iterable[str],
+                 partitions: Iterable[TP] | None = None) -> dict[str, dict[TP, int]]:
+    """``{group: {(topic, partition): committed offset}}`` of every group asked.
+
+    Kafka takes one group per OffsetFetch request here: all are sent before any answer is
+    awaited (concurrent, not one round trip per group). A group that does not exist has no
+    offsets; a failure raises for the first group (in the order given) that failed.
+    """
+    groups = list(dict.fromkeys(groups))
+    wanted = None if partitions is None else [TopicPartition(t, p)
+                                              for t, p in sorted(set(partitions))]
+    if not groups or wanted == []:
+        return {g: {} for g in groups}
     client = kafka_admin.admin(cluster)
-    futures = client.list_consumer_group_offsets([request], request_timeout=kafka_admin.TIMEOUT_S)
-    try:
-        result = futures[group].result(timeout=kafka_admin.RESULT_TIMEOUT_S)
-    except KafkaException as exc:
-        if kafka_admin.group_missing(exc):
-            return {}
-        raise kafka_admin.failure(cluster, exc, client, "DESCRIBE", f"group {group}") from None
-    except Exception as exc:
-        raise kafka_admin.failure(cluster, exc, client, "DESCRIBE", f"group {group}") from None
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []
-            if tp.offset is not None and tp.offset >= 0 and tp.error is None}
+    futures = {g: client.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(g, wanted)], request_timeout=kafka_admin.TIMEOUT_S)[g]
+        for g in groups}
+    out, errors = {}, []
+    for group, future in futures.items():  # every answer awaited before raising
+        try:
+            result = future.result(timeout=kafka_admin.RESULT_TIMEOUT_S)
+        except Exception as exc:
+            if isinstance(exc, KafkaException) and kafka_admin.group_missing(exc):
+                out[group] = {}
+            else:
+                errors.append(kafka_admin.failure(cluster, exc, client, "DESCRIBE",
+                                                  f"group {group}"))
+            continue
+        out[group] = {(tp.topic, tp.partition): tp.offset
+                      for tp in result.topic_partitions or []
+                      if tp.offset is not None and tp.offset >= 0 and tp.error is None}
+    if errors:
+        raise errors[0]
+    return out

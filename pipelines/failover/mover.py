@@ -35,7 +35,7 @@ import datetime as dt
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,8 +269,7 @@ class Mover:
         groups = self.resolve_groups(groups, group_regex, source, live, flow)
         self.engine.require() if options.dry_run else self.engine.init()
         source_cluster, target_cluster = self.config.cluster(source), self.config.cluster(target)
-        for group in groups:
-            kafka_admin.ensure_inactive(target_cluster, group)
+        kafka_admin.ensure_all_inactive(target_cluster, groups)
         ends = None
         if live:
             commits, _ = self.checkpointer.observe(source, groups)
@@ -280,14 +279,14 @@ class Mover:
                 ends = cutoffs.check_producers_stopped(source_cluster, parts, options.quiet_s)
                 cutoffs.wait_for_groups_to_drain(source_cluster, groups, ends, options.timeout)
                 commits, _ = self.checkpointer.observe(source, groups)
-            for group in groups:
-                kafka_admin.ensure_inactive(source_cluster, group)
+            kafka_admin.ensure_all_inactive(source_cluster, groups)
             needs = needs_for(commits, mappings, ends)
             log_starts = log_start_keys(self.wait_for_replication(source, needs, options))
-            lag = replication_lag(self.config, self.engine, needs)
         else:
-            lag, log_starts = 0, set()
+            needs, log_starts = [], set()
         plan = self.checkpointer.plan(flow.name, groups=groups, recorded_commits=not live)
+        # Over the plan's stores (loaded after the wait): one load of the runs, not two.
+        lag = replication_lag(self.config, self.engine, needs, stores=plan.stores)
         if not live:  # S is not asked: only an offset 0 has nothing before it, surely
             log_starts = {(cp.direction, cp.source_topic, cp.partition)
                           for cp in plan.result.checkpoints
@@ -374,19 +373,16 @@ class Mover:
         ends = kafka_offsets.list_offsets(cluster, "latest", {(cp.target_topic, cp.partition)
                                                  for cp in translated})
         existing = {(c.group_id, c.topic, c.partition): c.offset for c in plan.target_commits}
-        for group in sorted({cp.group_id for cp in translated}):
-            writes = []
-            for cp in translated:
-                key = (group, cp.target_topic, cp.partition)
-                end = ends[key[1:]]
-                if cp.group_id == group and existing.get(key, -1) < end:
-                    # Not a translation: no checkpoint stands behind this resume point.
-                    writes.append(OffsetWrite(group, key[1], key[2], end, existing.get(key),
-                                              None))
-            if writes:
-                kafka_admin.alter_group_offsets(
-                    cluster, group, {(w.topic, w.partition): w.offset for w in writes})
-                result.writes.extend(writes)
+        writes = []
+        for cp in translated:
+            key = (cp.group_id, cp.target_topic, cp.partition)
+            end = ends[key[1:]]
+            if existing.get(key, -1) < end:
+                # Not a translation: no checkpoint stands behind this resume point.
+                writes.append(OffsetWrite(*key, end, existing.get(key), None))
+        writes.sort(key=lambda w: (w.group_id, w.topic, w.partition))
+        kafka_admin.alter_groups_offsets(cluster, _by_group(writes))
+        result.writes.extend(writes)
         now = utcnow()
         points = [resume_point(w, operation_id=operation_ids[w.group_id],
                                reason=kind, cluster=target,
@@ -415,8 +411,9 @@ class Mover:
         lows = kafka_offsets.list_offsets(cluster, "earliest", [
             (topic, p) for topic in named if topic in topics for p in range(topics[topic])])
         writes = []
+        committed = kafka_offsets.committed_of(cluster, groups)
         for group in groups:
-            existing = kafka_offsets.list_offsets(cluster, "committed", group=group)
+            existing = committed[group]
             for (topic, partition), low in sorted(lows.items()):
                 key = (group, topic, partition)
                 wanted = topic in subscribe[group] or key in at_start
@@ -429,10 +426,7 @@ class Mover:
 
     def write_starts(self, starts: list[OffsetWrite], operation_ids: dict[str, str], kind: str,
                      target: str) -> None:
-        cluster = self.config.cluster(target)
-        for group in sorted({w.group_id for w in starts}):
-            kafka_admin.alter_group_offsets(cluster, group, {
-                (w.topic, w.partition): w.offset for w in starts if w.group_id == group})
+        kafka_admin.alter_groups_offsets(self.config.cluster(target), _by_group(starts))
         if starts:
             now = utcnow()
             points = [resume_point(w, operation_id=operation_ids[w.group_id], reason=kind,
@@ -459,3 +453,11 @@ class Mover:
         ) for g in move.groups]
         self.engine.append(OPERATIONS, records.rows(operations))
         result.versions[OPERATIONS] = self.engine.version(OPERATIONS)
+
+
+def _by_group(writes: Iterable[OffsetWrite]) -> dict[str, dict[tuple[str, int], int]]:
+    """``{group: {(topic, partition): offset}}`` of ``writes``, for one call for all groups."""
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for w in writes:
+        out.setdefault(w.group_id, {})[(w.topic, w.partition)] = w.offset
+    return out

@@ -199,44 +199,60 @@ class Gatherer:
 
     # --- groups ----------------------------------------------------------------------------
 
-    def _commits(self, alias: str, group: str) -> list[CommitLag] | str:
+    def _commits(self, alias: str, groups: list[str]) -> dict[str, list[CommitLag]] | str:
+        """Every group's commits on ``alias`` with the partitions' ends: concurrent offset
+        fetches and one end-offset request for all groups, not round trips per group."""
         error = self.cluster_error(alias)
         if error is not None:
             return error
         cluster = self.config.cluster(alias)
         try:
-            offsets = kafka_offsets.list_offsets(cluster, "committed", group=group)
-            ends = kafka_offsets.list_offsets(cluster, "latest", offsets)
+            offsets = kafka_offsets.committed_of(cluster, groups)
+            ends = kafka_offsets.list_offsets(cluster, "latest",
+                                              {tp for o in offsets.values() for tp in o})
         except OffsetLedgerError as exc:
             return str(exc)
-        return [CommitLag(alias, t, p, o, ends.get((t, p)))
-                for (t, p), o in sorted(offsets.items())]
+        return {g: [CommitLag(alias, t, p, o, ends.get((t, p)))
+                    for (t, p), o in sorted(offsets[g].items())] for g in groups}
 
-    def group_status(self, group: str, flow: FlowConfig, flow_status: FlowStatus,
-                     checkpoints: dict[tuple[str, str, str], Checkpoint],
-                     last_moves: dict[str, tuple[str, str]] | None = None) -> GroupStatus:
-        status = GroupStatus(group, flow.name, flow.source, flow.target,
-                             checkpoint=checkpoints.get((group, flow.source, flow.target)),
-                             last_move=(last_moves or {}).get(group))
+    def groups_status(self, groups: list[str], flow: FlowConfig, flow_status: FlowStatus,
+                      checkpoints: dict[tuple[str, str, str], Checkpoint],
+                      last_moves: dict[str, tuple[str, str]] | None = None,
+                      ) -> list[GroupStatus]:
+        """The possible move ``S -> T`` of each group, in the order given.
+
+        Each cluster is asked once for all groups, and coverage is assessed once for all of
+        their commits (the one readiness rule, as ``failover``, ``failback`` and the metric
+        ask it: one probe per partition, whatever the groups).
+        """
+        out = [GroupStatus(g, flow.name, flow.source, flow.target,
+                           checkpoint=checkpoints.get((g, flow.source, flow.target)),
+                           last_move=(last_moves or {}).get(g)) for g in groups]
         for alias in (flow.source, flow.target):
-            commits = self._commits(alias, group)
-            if isinstance(commits, str):
-                status.errors[alias] = commits
-            else:
-                status.commits[alias] = commits
-        if flow.source in status.errors:
-            return status
-        mappings = map_topics(self.config, flow, {c.topic for c in status.commits[flow.source]})
-        commits = [GroupCommit(flow.source, group, c.topic, c.partition, c.offset)
-                   for c in status.commits[flow.source]]
-        # The one readiness rule (failover, failback and the metric ask it too).
-        status.coverage = assess(self.config, self.engine, flow.source,
-                                 needs_for(commits, mappings), progress=self._progress(flow),
-                                 cache=self._stores)
-        forward_topics = {t for t, m in mappings.items() if m.direction == FORWARD}
-        status.flow_caught_up = flow_status.error is None and all(
-            p.caught_up for p in flow_status.partitions if p.topic in forward_topics)
-        return status
+            commits = self._commits(alias, groups)
+            for status in out:
+                if isinstance(commits, str):
+                    status.errors[alias] = commits
+                else:
+                    status.commits[alias] = commits[status.group]
+        live = [st for st in out if flow.source not in st.errors]
+        if not live:
+            return out
+        mappings = map_topics(self.config, flow, {c.topic for st in live
+                                                  for c in st.commits[flow.source]})
+        needs = {st.group: needs_for([GroupCommit(flow.source, st.group, c.topic, c.partition,
+                                                  c.offset) for c in st.commits[flow.source]],
+                                     mappings) for st in live}
+        coverage = iter(assess(self.config, self.engine, flow.source,
+                               [n for st in live for n in needs[st.group]],
+                               progress=self._progress(flow), cache=self._stores))
+        lagging = {p.topic for p in flow_status.partitions if not p.caught_up} & {
+            t for t, m in mappings.items() if m.direction == FORWARD}
+        for st in live:
+            st.coverage = [next(coverage) for _ in needs[st.group]]
+            st.flow_caught_up = flow_status.error is None and not (
+                lagging & {c.topic for c in st.commits[flow.source]})
+        return out
 
     def checkpoints(self, groups: list[str],
                     flows: list[FlowConfig]) -> dict[tuple[str, str, str], Checkpoint]:

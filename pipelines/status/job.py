@@ -84,8 +84,10 @@ def gather_report(config: Config, ledger, flows: list[FlowConfig], groups: list[
     report.flows = list(by_flow.values())
     checkpoints = gatherer.checkpoints(groups, flows)
     last_moves = gatherer.last_moves(groups)
-    report.groups = [gatherer.group_status(g, f, by_flow[f.name], checkpoints, last_moves)
-                     for g in groups for f in flows]
+    by_group = {(st.group, st.flow): st for f in flows
+                for st in gatherer.groups_status(groups, f, by_flow[f.name], checkpoints,
+                                                 last_moves)}
+    report.groups = [by_group[(g, f.name)] for g in dict.fromkeys(groups) for f in flows]
     report.exit_code = exit_code(report.flows, report.groups, groups_only)
     return report
 

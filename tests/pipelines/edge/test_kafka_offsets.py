@@ -87,3 +87,91 @@ def test_earliest_latest_committed_and_by_time(kafka_clusters, make_config, uniq
         with pytest.raises(KafkaAccessError, match=missing):
             kafka_offsets.list_offsets(cluster, "latest", [(missing, 0)])
         assert len(command) == 1  # every read above went through one admin client
+
+
+@pytest.mark.kafka
+def test_many_groups_in_one_call_each_way(kafka_clusters, make_config, unique):
+    """Issue 37: a move of hundreds of groups asks each cluster once per kind of request
+    (describe, offset fetch, offset commit all in flight together), with per-group answers
+    as exact as one group's: an active group is named (or skipped), a missing one is empty."""
+    from confluent_kafka import Consumer
+
+    cluster = make_config().cluster("P")
+    topic = unique("batch")
+    groups = [unique("g") for _ in range(6)]
+    assert kafka_admin.create_topic(cluster, topic, 3)
+    with kafka_admin.clients():
+        kafka_admin.alter_groups_offsets(cluster, {
+            g: {(topic, p): 10 * i + p for p in range(3) if p <= i % 3}
+            for i, g in enumerate(groups)})
+        committed = kafka_offsets.committed_of(cluster, [*groups, unique("never")])
+        assert [committed[g] for g in groups] == [
+            {(topic, p): 10 * i + p for p in range(3) if p <= i % 3}
+            for i, g in enumerate(groups)]
+        assert list(committed.values())[-1] == {}
+        assert kafka_offsets.committed_of(cluster, groups[:2], [(topic, 1)]) == {
+            groups[0]: {}, groups[1]: {(topic, 1): 11}}
+        infos = kafka_admin.describe_groups(cluster, groups)
+        assert {i.members for i in infos.values()} == {0}
+
+        member = Consumer(cluster.client_config(**{"group.id": groups[3],
+                                                   "enable.auto.commit": False}))
+        member.subscribe([topic])
+        try:
+            deadline = time.monotonic() + 60
+            while not member.assignment() and time.monotonic() < deadline:
+                member.poll(0.2)  # the condition awaited: the member is assigned
+            assert member.assignment()
+            with pytest.raises(kafka_admin.GroupActiveError, match=groups[3]):
+                kafka_admin.ensure_all_inactive(cluster, groups)
+            with pytest.raises(kafka_admin.GroupActiveError, match=groups[3]):
+                kafka_admin.alter_groups_offsets(cluster, {g: {(topic, 0): 99} for g in groups})
+            # Refused before anything was written: no group moved to 99.
+            assert all(o.get((topic, 0)) != 99
+                       for o in kafka_offsets.committed_of(cluster, groups).values())
+            skipped = kafka_admin.alter_groups_offsets(
+                cluster, {g: {(topic, 0): 99} for g in groups}, skip_active=True)
+            assert list(skipped) == [groups[3]]
+            after = kafka_offsets.committed_of(cluster, groups)
+            assert [after[g].get((topic, 0)) for g in groups] == [99, 99, 99, 30, 99, 99]
+        finally:
+            member.close()
+
+
+@pytest.mark.kafka
+def test_first_committed_answers_every_commit_of_a_partition(kafka_clusters, make_config,
+                                                             unique):
+    """One probe per partition answers every group's commit on it: an aborted transaction
+    (records 2..5 and its marker) lies before the first committed record after offset 2."""
+    cluster = make_config().cluster("P")
+    topic = unique("firstc")
+    assert kafka_admin.create_topic(cluster, topic, 1)
+    plain = Producer(cluster.client_config())
+    for _ in range(2):
+        plain.produce(topic, value=b"c", partition=0)
+    assert plain.flush(15) == 0
+    tx = Producer(cluster.client_config(**{"transactional.id": unique("tx")}))
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for _ in range(4):
+        tx.produce(topic, value=b"a", partition=0)
+    assert tx.flush(15) == 0  # written, then aborted (an abort purges what is unsent)
+    tx.abort_transaction(30)
+    landed: list[int] = []  # the abort marker may land before or among these
+    for _ in range(3):
+        plain.produce(topic, value=b"c", partition=0,
+                      on_delivery=lambda err, msg: landed.append(msg.offset()))
+    assert plain.flush(15) == 0
+    first, end = min(landed), max(landed) + 1
+    assert first >= 6  # after the 4 aborted records
+    with kafka_admin.clients():
+        assert kafka_admin.first_committed(cluster, {(topic, 0): (2, end)}) == {(topic, 0): first}
+        # Commits at 3..first have nothing committed before them past 2; one past it has.
+        assert kafka_admin.committed_records_between(cluster, {(topic, 0): (2, first)}) == {
+            (topic, 0): False}
+        assert kafka_admin.committed_records_between(cluster, {(topic, 0): (2, first + 1)}) \
+            == {(topic, 0): True}
+        # Asked past the log's end: where the log ends, nothing committed up to it.
+        high = kafka_offsets.list_offsets(cluster, "latest", [(topic, 0)])[(topic, 0)]
+        assert kafka_admin.first_committed(cluster, {(topic, 0): (end, high + 10)}) == {
+            (topic, 0): high}
