@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -55,6 +56,30 @@ SPARK_CHECKPOINT_INTERVAL = 10  # Delta Lake's default delta.checkpointInterval
 UNAVAILABLE = direct.UNAVAILABLE  # commit it with Spark instead
 ALREADY_RECORDED = direct.Marker("ALREADY_RECORDED")  # the txn pair is in the log already
 COMMITTED = direct.Marker("COMMITTED")
+
+
+# Another writer's commit touched the files a MERGE read (two replicate jobs MERGE their flows'
+# rows into replication_progress): the MERGE is run again over the newer table. It is an
+# upsert on the natural key, so running it again is always safe (torture history 21006 alo).
+MERGE_CONFLICT_ATTEMPTS = 8
+
+
+def merge_conflict(exc: BaseException) -> bool:
+    """A MERGE failed only because a concurrent commit changed what it read (either engine):
+    delta-rs's ``CommitFailedError`` ("a concurrent transaction ..."), Delta Lake's
+    ``DELTA_CONCURRENT_*`` (``ConcurrentAppendException`` and its kin)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return ("CommitFailedError" in text and "concurrent" in text.lower()) or any(
+        code in text for code in ("DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_READ",
+                                  "DELTA_CONCURRENT_DELETE_DELETE", "ConcurrentAppendException",
+                                  "ConcurrentDeleteReadException",
+                                  "ConcurrentDeleteDeleteException"))
+
+
+def conflict_pause(attempt: int) -> None:
+    """A short, growing, jittered pause before a MERGE runs again (writers do not collide in
+    step again)."""
+    time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
 
 
 class CommitConflict(OffsetLedgerError):
@@ -189,19 +214,23 @@ def merge_on_keys(location: str, name: str, rows: Sequence[Mapping[str, Any]],
     Returns :data:`COMMITTED` or :data:`UNAVAILABLE` (commit with Spark: the upsert is
     idempotent, so a failed attempt here followed by Spark's gives the same table).
     """
-    table = _table(location, name, opened)
-    if table is UNAVAILABLE:
-        return UNAVAILABLE
     predicate = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
-    try:
-        (table.merge(_arrow(table, rows), predicate=predicate, source_alias="s",
-                     target_alias="t")
-         .when_matched_update_all().when_not_matched_insert_all().execute())
-        _checkpoint_at_interval(table)
-    except Exception as exc:
-        _fallback(location, name, exc)
-        return UNAVAILABLE
-    return COMMITTED
+    for attempt in range(MERGE_CONFLICT_ATTEMPTS):
+        table = _table(location, name, opened if attempt == 0 else None)
+        if table is UNAVAILABLE:
+            return UNAVAILABLE
+        try:
+            (table.merge(_arrow(table, rows), predicate=predicate, source_alias="s",
+                         target_alias="t")
+             .when_matched_update_all().when_not_matched_insert_all().execute())
+            _checkpoint_at_interval(table)
+            return COMMITTED
+        except Exception as exc:
+            if not merge_conflict(exc) or attempt == MERGE_CONFLICT_ATTEMPTS - 1:
+                _fallback(location, name, exc)
+                return UNAVAILABLE
+            conflict_pause(attempt)
+    return UNAVAILABLE
 
 
 def append(location: str, name: str, rows: Sequence[Mapping[str, Any]],

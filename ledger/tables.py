@@ -14,13 +14,17 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ledger import commits
 from ledger.config import is_catalog_schema
 from ledger.errors import OffsetLedgerError, first_line
 from ledger.schemas import DERIVED, NATURAL_KEYS, TABLES, spark_schema
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # importing this module imports no pyspark (a delta-rs verb names Ledger)
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -205,10 +209,20 @@ class Ledger:
         target = (DeltaTable.forPath(self.spark, self.table_path(name)) if self.path_based
                   else DeltaTable.forName(self.spark, self.identifier(name)))
         cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
-        builder = target.alias("t").merge(df.alias("s"), cond)
-        if update:
-            builder = builder.whenMatchedUpdateAll()
-        builder.whenNotMatchedInsertAll().execute()
+        for attempt in range(commits.MERGE_CONFLICT_ATTEMPTS):
+            builder = target.alias("t").merge(df.alias("s"), cond)
+            if update:
+                builder = builder.whenMatchedUpdateAll()
+            try:
+                builder.whenNotMatchedInsertAll().execute()
+                return
+            except Exception as exc:  # another writer's commit: the upsert runs again
+                if not commits.merge_conflict(exc) \
+                        or attempt == commits.MERGE_CONFLICT_ATTEMPTS - 1:
+                    raise
+                log.info("MERGE into %s met a concurrent commit: run again (%d)", name,
+                         attempt + 1)
+                commits.conflict_pause(attempt)
 
     def _conform(self, name: str, df: DataFrame) -> DataFrame:
         schema = spark_schema(name)

@@ -172,3 +172,51 @@ def test_an_append_over_a_concurrent_compaction_commits(ledger, spark, monkeypat
 
     assert outcome is commits.COMMITTED
     assert sorted(r[6] for r in _rows(ledger, OFFSET_SYNCS)) == [0, 1, 2, 3]
+
+
+@pytest.mark.spark
+def test_merges_of_two_flows_at_once_all_commit(ledger, spark, monkeypatch):
+    """Torture history 21006 alo: the replicate jobs of P->B and B->P MERGE their rows into
+    replication_progress at the same moments; a MERGE that met the other's commit failed the
+    job on stop (`replication_progress MERGE failed`). Each MERGE now runs again over the
+    newer table: every one commits, with delta-rs, and every row is there."""
+    import threading
+
+    declined = []
+    monkeypatch.setattr(commits, "_fallback", lambda *a: declined.append(a))
+    keys = NATURAL_KEYS[REPLICATION_PROGRESS]
+    start = threading.Barrier(2)
+    outcomes: list = []
+
+    def writer(flow: str) -> None:
+        start.wait()
+        for batch in range(12):
+            rows = [{**_progress(p, 10 * batch + p, batch), "flow": flow} for p in range(3)]
+            outcomes.append(commits.merge_on_keys(ledger.location, REPLICATION_PROGRESS,
+                                                  rows, keys))
+
+    threads = [threading.Thread(target=writer, args=(f,)) for f in ("P->B", "B->P")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert declined == [] and outcomes == [commits.COMMITTED] * 24
+    rows = {(r["flow"], r["partition"]): r["next_upstream_offset"]
+            for r in ledger.read(REPLICATION_PROGRESS).collect()}
+    assert rows == {(f, p): 110 + p for f in ("P->B", "B->P") for p in range(3)}
+
+
+@pytest.mark.unit
+def test_a_merge_conflict_is_told_from_other_failures():
+    spark_text = ("An error occurred while calling o170.execute.\n: io.delta.exceptions."
+                  "ConcurrentAppendException: [DELTA_CONCURRENT_APPEND] ConcurrentAppend"
+                  "Exception: Files were added to the root of the table by a concurrent update.")
+    assert commits.merge_conflict(RuntimeError(spark_text))
+
+    class CommitFailedError(Exception):
+        pass
+
+    assert commits.merge_conflict(CommitFailedError(
+        "Commit failed: a concurrent transactions added new data."))
+    assert not commits.merge_conflict(CommitFailedError("Commit failed: protocol"))
+    assert not commits.merge_conflict(RuntimeError("[DELTA_FILE_NOT_FOUND] part-0001"))
