@@ -22,6 +22,7 @@ from collections.abc import Collection, Sequence
 from ledger import settings
 from ledger.config import load_config, resolve_location
 from ledger.errors import OffsetLedgerError
+from pipelines import stops
 from pipelines.args import (  # noqa: F401  (re-exported: the CLI's helpers, one import away)
     EXTRAS,
     MissingExtraError,
@@ -191,12 +192,15 @@ def _enable_faulthandler() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stops.hold()  # a stop signal while the command starts is handed on, never lost
     try:
         _release_stop_signals()
         return _main(sys.argv[1:] if argv is None else list(argv))
-    except KeyboardInterrupt:  # Ctrl-C before a job's own handlers (or in a verb without)
+    except KeyboardInterrupt:  # Ctrl-C in a verb without a handler of its own
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        stops.release()
 
 
 def _release_stop_signals() -> None:
@@ -220,6 +224,11 @@ def _main(argv: list[str]) -> int:
     if getattr(args, "_verb", None) in FLOW_VERBS:
         _resolve_flow(args, verb_parser)
     args._argv = argv  # what a supervised job's child runs again (pipelines.passes)
+    if getattr(args, "once", None) is not False:  # one-shot: its signals act as by default
+        early = stops.release()
+        if early is not None:
+            print("interrupted", file=sys.stderr)
+            return 128 + early
     _enable_faulthandler()
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

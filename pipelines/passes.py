@@ -34,6 +34,7 @@ from typing import Any
 
 from ledger import settings
 from ledger.errors import first_line
+from pipelines import stops
 from pipelines.edge import kafka_admin, kafka_errors
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,12 @@ def stop_on_signals(stop: threading.Event, how: str) -> Callable[[], None]:
         log.warning("signal %s: stopping, %s", signum, how)
         stop.set()
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    installed = {sig: signal.signal(sig, handle) for sig in stops.SIGNALS}
+    early, held = stops.take()  # one that came while the command started stops it now
+    previous = held or installed
+    if early is not None:
+        log.warning("signal %s (while the job started): stopping, %s", early, how)
+        stop.set()
 
     def restore() -> None:
         for sig, handler in previous.items():
@@ -134,7 +140,15 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
         if child is not None and child.poll() is None:
             child.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    installed = {sig: signal.signal(sig, forward) for sig in stops.SIGNALS}
+    early, held = stops.take()
+    previous = held or installed
+    if early is not None:  # asked to stop while it started: no pass ran, nothing to record
+        print(f"warning: {name}: signal {early} while the job started: stopped before its "
+              "first pass", file=sys.stderr, flush=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        return 0
     env = {**os.environ, settings.SUPERVISED_CHILD: "1"}
     crashes = 0
     try:

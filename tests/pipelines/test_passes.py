@@ -128,7 +128,7 @@ open(sys.argv[1], "w").close()
 while signal.SIGINT not in signal.sigpending():  # still "importing" when the Ctrl-C comes
     time.sleep(0.02)
 from pipelines.cli import main
-sys.exit(main(["ledger", "--help"]))
+sys.exit(main(["ledger", "init"]))
 """
 
 
