@@ -268,14 +268,34 @@ def group_missing(exc: KafkaException) -> bool:
     return isinstance(err, KafkaError) and err.code() in (KafkaError.GROUP_ID_NOT_FOUND,)
 
 
+LIST_GROUPS_RETRY_S = 30.0
+
+
 def list_groups(cluster: ClusterConfig) -> list[GroupInfo]:
-    """The groups the principal may describe (Kafka leaves the others out silently)."""
-    client = admin(cluster)
-    result = _wait(cluster, "listing groups",
-                   client.list_consumer_groups(request_timeout=TIMEOUT_S), client, "DESCRIBE",
-                   "cluster")
-    return [GroupInfo(g.group_id, str(g.state.name if g.state else "UNKNOWN"), -1)
-            for g in result.valid]
+    """The groups the principal may describe (Kafka leaves the others out silently).
+
+    A broker that did not answer the ListGroups request (a coordinator still loading, a
+    timeout under load) leaves its groups out of the answer, with an error beside it: such
+    an answer is asked again for up to ``LIST_GROUPS_RETRY_S``, then raised, never taken as
+    the whole list (torture history 24001 eos: ``--group-regex`` matched no group).
+    """
+    deadline = time.monotonic() + LIST_GROUPS_RETRY_S
+    while True:
+        client = admin(cluster)
+        result = _wait(cluster, "listing groups",
+                       client.list_consumer_groups(request_timeout=TIMEOUT_S), client,
+                       "DESCRIBE", "cluster")
+        if not result.errors:
+            return [GroupInfo(g.group_id, str(g.state.name if g.state else "UNKNOWN"), -1)
+                    for g in result.valid]
+        first = result.errors[0]  # a KafkaException per broker that did not answer
+        error = failure(cluster, first if isinstance(first, BaseException)
+                        else KafkaException(first), client, "DESCRIBE", "cluster")
+        if error.kind not in kafka_errors.TRANSIENT or time.monotonic() >= deadline:
+            raise KafkaAdminError(f"cluster {cluster.alias}: listing groups: "
+                                  f"{len(result.errors)} broker(s) did not answer: {error}",
+                                  error.kind) from None
+        time.sleep(0.5)  # asked again: a coordinator loading answers within seconds
 
 
 def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
