@@ -100,6 +100,16 @@ while True:
 """
 
 
+def _signal_once_started(marker, sig: signal.Signals) -> None:
+    """Send ``sig`` to this process (the supervisor) once the child wrote ``marker``."""
+    def send() -> None:
+        while not marker.exists():
+            time.sleep(0.02)  # polls the child's own marker: the condition awaited
+        os.kill(os.getpid(), sig)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
 @pytest.mark.parametrize(("how", "code", "said"), [
     ("crash", 128 + signal.SIGSEGV, "error: checkpoint: the job's process died of SIGSEGV "
                                     "while stopping (a native fault)"),
@@ -109,13 +119,7 @@ def test_a_child_dying_of_a_signal_after_a_stop_is_named_unless_it_was_the_stop(
     """Torture history 17004 alo: SIGTERM to a continuous checkpoint, its child died while
     stopping, and the supervisor exited 130 without a word."""
     started = tmp_path / "started"
-
-    def stop_when_started() -> None:
-        while not started.exists():
-            time.sleep(0.02)  # polls the child's own marker: the condition awaited
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=stop_when_started, daemon=True).start()
+    _signal_once_started(started, signal.SIGTERM)
     assert supervise("checkpoint", [str(started), how], [sys.executable, "-c", STOPPING]) \
         == code
     err = capfd.readouterr().err
@@ -137,13 +141,7 @@ def test_a_ctrl_c_while_the_child_starts_ends_it_without_a_traceback(tmp_path, c
     importing its modules: ``KeyboardInterrupt`` and a traceback. The child now starts with
     the stop signals held, and the CLI's ``main`` turns them into exit 130."""
     started = tmp_path / "started"
-
-    def interrupt_when_started() -> None:
-        while not started.exists():
-            time.sleep(0.02)  # polls the child's own marker: the condition awaited
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=interrupt_when_started, daemon=True).start()
+    _signal_once_started(started, signal.SIGINT)
     assert supervise("checkpoint", [str(started)], [sys.executable, "-c", STARTING]) == 130
     err = capfd.readouterr().err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
