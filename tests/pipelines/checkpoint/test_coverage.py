@@ -87,3 +87,30 @@ def test_log_start_keys_and_a_status_verdict_agree():
     assert ready.ready and ready.verdict == "ready to fail over B -> P"
     wait = GroupStatus("G", "B->P", "B", "P", coverage=[empty, waiting])
     assert not wait.ready and wait.verdict == "wait: 12 records not yet replicated"
+
+
+def test_one_probe_answers_every_groups_commit_on_a_partition(monkeypatch):
+    """Issue 37: status and a move assess all groups' commits in one call, one probe per
+    partition; each commit's answer is still its own (runs end at 40, records 40..59 are
+    aborted or markers, 60 is the first committed record)::
+
+        40 ....... 59 | 60 (committed) ... 100
+        A at 50: nothing committed in [40, 50): covered
+        B at 100: record 60 is still to copy: wait
+        C at 60: nothing committed in [40, 60): covered
+    """
+    from types import SimpleNamespace
+
+    from pipelines.checkpoint import readiness
+    from pipelines.edge import kafka_admin
+
+    probes = []
+    monkeypatch.setattr(readiness, "recorded_ends", lambda *a, **k: {
+        ("P->B", "T", 0): readiness.RecordedEnd(40, 90)})
+    monkeypatch.setattr(kafka_admin, "first_committed",
+                        lambda cluster, ranges: probes.append(dict(ranges)) or {("T", 0): 60})
+    needs = [Need("P->B", "T", 0, offset, "forward") for offset in (50, 100, 60)]
+    config = SimpleNamespace(cluster=lambda alias: alias)
+    coverage = readiness.assess(config, None, "P", needs)
+    assert [c.covered for c in coverage] == [True, False, True]
+    assert probes == [{("T", 0): (40, 100)}]  # one probe, to the highest commit
