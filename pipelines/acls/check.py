@@ -170,13 +170,17 @@ def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str
     from pipelines.checkpoint.mapping import subscribe_topics
     from pipelines.edge import kafka_offsets
 
-    out = []
+    out: list[tuple[str, str, str, dict[str, Any]]] = []
     groups = list(dict.fromkeys(groups))
+    if not groups:
+        return out
     for flow in flows:
         try:  # every group's commits at once, then one check (one ACL read per cluster)
             committed = kafka_offsets.committed_of(config.cluster(flow.source), groups)
             subscribe = {g: subscribe_topics(config, flow, {t for t, _ in committed[g]})
                          for g in groups if committed[g]}
+            if not subscribe:  # no group committed on the flow's source: nothing to check
+                continue
             checks = check_groups(config, flow.source, flow.target, subscribe, True)
         except Exception as exc:  # status reports, it never fails on the check
             why = first_line(exc)

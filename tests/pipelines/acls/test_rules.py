@@ -194,3 +194,29 @@ def test_configuration_keys_top_level_and_per_flow():
         config_from_mapping({**base, "sync.topic.acls.enabled": "maybe"})
     with pytest.raises(ConfigError, match=r"flows\.P->B\.sync\.topic\.acls\.interval\.seconds"):
         config_from_mapping({**base, "flows": {"P->B": {"sync.topic.acls.interval.seconds": -1}}})
+
+
+def test_status_checks_nothing_without_groups_and_asks_each_cluster_once(monkeypatch):
+    """`status` without --group contacts no cluster for ACLs; with groups, one offset fetch
+    for all of them and one check per flow (issue 37: 200 groups asked the authorizer 200
+    times)."""
+    from types import SimpleNamespace
+
+    from pipelines.acls import check
+    from pipelines.edge import kafka_offsets
+
+    flow = SimpleNamespace(name="P->B", source="P", target="B")
+    config = SimpleNamespace(cluster=lambda alias: alias)
+    fetched, checked = [], []
+    monkeypatch.setattr(kafka_offsets, "committed_of", lambda cluster, groups: fetched.append(
+        (cluster, list(groups))) or {g: ({("T", 0): 5} if g != "idle" else {}) for g in groups})
+    monkeypatch.setattr("pipelines.checkpoint.mapping.subscribe_topics",
+                        lambda config, flow, topics: sorted(topics))
+    monkeypatch.setattr(check, "check_groups", lambda config, s, t, subscribe, live: (
+        checked.append(dict(subscribe))
+        or {g: check.AclCheck(g, t, check.OK, ["User:app"]) for g in subscribe}))
+    assert check.for_status(config, [flow], []) == [] and fetched == []
+    rows = check.for_status(config, [flow], ["g1", "idle", "g2"])
+    assert fetched == [("P", ["g1", "idle", "g2"])]
+    assert checked == [{"g1": ["T"], "g2": ["T"]}]
+    assert [(f, g) for f, g, _, _ in rows] == [("P->B", "g1"), ("P->B", "g2")]
