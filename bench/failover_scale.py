@@ -632,10 +632,10 @@ def run_size(args: argparse.Namespace, workdir: Path, size: int, spark,
             "profiled_times": getattr(scenario, "profiled", None)}
 
 
-PROFILED = ("describe_group", "ensure_inactive", "alter_group_offsets", "_committed",
+PROFILED = ("describe_groups", "ensure_all_inactive", "alter_groups_offsets", "committed_of",
             "list_offsets", "list_groups", "authorizer", "load_store", "query", "append",
             "observe", "plan", "commit", "_sync", "start_offsets", "write_starts",
-            "wait_for_replication", "gather_report", "group_status", "for_status",
+            "wait_for_replication", "gather_report", "groups_status", "for_status",
             "for_move", "record", "record_operations")
 
 

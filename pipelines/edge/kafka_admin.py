@@ -350,10 +350,6 @@ def _active(cluster: ClusterConfig, info: GroupInfo) -> GroupActiveError | None:
     return None
 
 
-def ensure_inactive(cluster: ClusterConfig, group: str) -> GroupInfo:
-    return ensure_all_inactive(cluster, [group])[group]
-
-
 def ensure_all_inactive(cluster: ClusterConfig, groups: Iterable[str]) -> dict[str, GroupInfo]:
     """Every group's :class:`GroupInfo` (one describe call); the first group, in the order
     given, that has active members raises :class:`GroupActiveError`."""
