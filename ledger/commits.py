@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger import direct
+from ledger.clock import aware
 from ledger.errors import OffsetLedgerError, first_line
 from ledger.schemas import TABLES, arrow_schema
 
@@ -113,9 +114,9 @@ def _fallback(location: str, name: str, exc: BaseException) -> None:
 
 
 def _value(value: Any) -> Any:
-    # A naive datetime is local time, as Spark's createDataFrame reads it.
+    # A naive datetime is local time, as Spark's createDataFrame reads it (ledger.clock).
     if isinstance(value, dt.datetime) and value.tzinfo is None:
-        return value.astimezone(dt.UTC)
+        return aware(value)
     return value
 
 

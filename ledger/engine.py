@@ -19,7 +19,8 @@ Reads are SQL written once for both engines: ``{name}`` placeholders become the 
 ``delta.`path``` or ``schema.table``, with ``VERSION AS OF`` for time travel; delta-rs: the
 registered name) and ``{partition}`` the quoted column, so both engines push the same
 predicates down and Delta skips the same files. Rows come back as dicts with timestamps as
-naive local datetimes, as Spark's ``collect()`` gives them.
+naive local datetimes, as Spark's ``collect()`` gives them: a verb that computes with one (an
+age, a window, a comparison with now) makes it aware with ``ledger.clock.aware``.
 
 Invariants:
     * Same commits whichever engine makes them (``ledger.commits``): an append is one commit
@@ -39,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ledger import commits, direct
+from ledger.clock import local_naive
 from ledger.schemas import DERIVED, NATURAL_KEYS, TABLES, spark_schema
 
 # Re-exported: the verbs import the literals with the engine that runs their SQL.
@@ -57,8 +59,8 @@ DIRECT, SPARK = "delta-rs", "spark"
 
 
 def _local_naive(value: Any) -> Any:
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone().replace(tzinfo=None)
+    if isinstance(value, dt.datetime):
+        return local_naive(value)
     if isinstance(value, dict):
         return {k: _local_naive(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -4,13 +4,16 @@ Invariants:
     * Every value put into a ledger query goes through one of these: strings quoted and
       escaped, braces escaped for the ``str.format`` templates of ``LedgerEngine.query``,
       timestamps with an explicit zone (no session time zone changes them).
-    * No imports from the rest of the project: the engine, the store and the verbs all use it.
+    * No imports from the rest of the project but ``ledger.clock``: the engine, the store and
+      the verbs all use it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+
+from ledger.clock import aware
 
 __all__ = ["literal", "literals", "quoted", "timestamp"]
 
@@ -34,6 +37,6 @@ def literals(values: Iterable[str]) -> str:
 
 def timestamp(value: dt.datetime) -> str:
     """A timestamp literal with an explicit zone: no session time zone changes it. A naive
-    datetime is local time, as Spark reads a Python datetime."""
-    utc = value.astimezone(dt.UTC)
+    datetime is local time, as Spark reads a Python datetime (``ledger.clock``)."""
+    utc = aware(value)
     return f"TIMESTAMP '{utc:%Y-%m-%d %H:%M:%S.%f}Z'"

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ledger.clock import from_ms
 from ledger.translation import Run
 
 if TYPE_CHECKING:  # the copy tasks import this module: they need no Spark types
@@ -206,7 +207,7 @@ def progress_row(*, flow: str, summary: PartitionSummary,
     newest = None
     age_ms = None
     if summary.newest_timestamp_ms is not None:
-        newest = dt.datetime.fromtimestamp(summary.newest_timestamp_ms / 1000, dt.UTC)
+        newest = from_ms(summary.newest_timestamp_ms)
         age_ms = max(0, int((updated_at - newest).total_seconds() * 1000))
     return ProgressRecord(flow=flow, topic=summary.topic, replica_topic=summary.replica_topic,
                           partition=summary.partition, last_upstream_offset=last,

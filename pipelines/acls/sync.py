@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger import clock
 from ledger.config import Config, FlowConfig
 from ledger.errors import first_line
 from ledger.schemas import ACL_SYNCS
@@ -149,7 +150,7 @@ def sync_flow(config: Config, flow: FlowConfig, topics: Iterable[str],
     except Exception as exc:  # the sync never stops replication
         report.problem, report.kind = first_line(exc), FAILED
     if engine is not None and (report.added or report.removed):
-        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        now = clock.now()
         try:
             engine.append(ACL_SYNCS, rows(report, flow, origins, now))
         except Exception as exc:

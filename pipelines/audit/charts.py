@@ -15,6 +15,8 @@ import datetime as dt
 import io
 from typing import Any
 
+from ledger import clock
+
 Row = dict[str, Any]
 
 UPSTREAM, DOWNSTREAM = "#1f77b4", "#ff7f0e"
@@ -64,7 +66,7 @@ def partition_chart(title: str, runs: list[Row], operations: list[Row],
         everything = times + [o["started_at"] for o in operations if o.get("started_at")]
         everything += [p["written_at"] for p in points if p.get("written_at")]
         if not everything:
-            everything = [dt.datetime.now(dt.UTC).replace(tzinfo=None)]
+            everything = [clock.now()]
         t0, t1 = min(everything), max(everything)
         pad = max((t1 - t0) * 0.04, dt.timedelta(seconds=1))
         ax.set_xlim(t0 - pad, t1 + pad)

@@ -15,6 +15,7 @@ import datetime as dt
 from collections import defaultdict
 from typing import Any
 
+from ledger import clock
 from pipelines.audit import summary as sm
 from pipelines.audit.summary import OperationSummary
 
@@ -46,7 +47,7 @@ def _text(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ", timespec="seconds")
+        return clock.aware(value).strftime("%Y-%m-%d %H:%M:%S")  # UTC, as the header says
     return str(value)
 
 

@@ -19,6 +19,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ledger import clock
+
 if TYPE_CHECKING:  # annotations only: summaries need no pyspark import
     from ledger.records import CheckpointRecord, Operation
 
@@ -164,7 +166,8 @@ def human_seconds(value: float | None) -> str:
 
 
 def human_time(value: dt.datetime | None) -> str:
-    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+    # In UTC whatever the machine's zone (a Spark row's naive time is local: ledger.clock).
+    return "-" if value is None else clock.aware(value).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def human_int(value: int | None) -> str:

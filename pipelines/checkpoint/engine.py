@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import records
+from ledger import clock, records
 from ledger.config import Config, FlowConfig
 from ledger.engine import LedgerEngine, literal, literals
 from ledger.errors import OffsetLedgerError
@@ -51,10 +51,6 @@ from pipelines.checkpoint.mapping import TopicMapping, map_topics
 from pipelines.edge import kafka_admin, kafka_offsets
 
 log = logging.getLogger(__name__)
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def _previous(latest: Mapping[tuple, CheckpointRecord]) -> dict[tuple, Previous]:
@@ -178,7 +174,7 @@ class Checkpointer:
         before the disaster) are looked up in the whole history.
         """
         groups = sorted(groups)
-        latest = self.latest_commits([cluster_alias], groups, self._since(utcnow()))
+        latest = self.latest_commits([cluster_alias], groups, self._since(clock.now()))
         missing = sorted(set(groups) - {k[1] for k in latest})
         if missing:
             latest.update(self.latest_commits([cluster_alias], missing, None))
@@ -211,7 +207,7 @@ class Checkpointer:
 
     def previous_checkpoints(self, source_cluster: str, groups: Iterable[str],
                              now: dt.datetime | None = None) -> dict[tuple, Previous]:
-        return _previous(self.latest_checkpoints(source_cluster, groups, now or utcnow()))
+        return _previous(self.latest_checkpoints(source_cluster, groups, now or clock.now()))
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -235,7 +231,7 @@ class Checkpointer:
         ``groups`` resume from the last commits ``group_offsets`` recorded.
         """
         flow = self.config.flow(flow_name)
-        now = utcnow()
+        now = clock.now()
         result = CheckpointResult(uuid.uuid4().hex, flow.name)
         source_cluster = self.config.cluster(flow.source)
         try:

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
+from ledger import clock
+
 SLACK = dt.timedelta(hours=1)
 """Margin on top of the refresh: a pass may run late; a record at the window's edge still counts."""
 
@@ -80,7 +82,8 @@ def to_record(rows: Iterable[T], latest_rows: Mapping[tuple, T], *, key: Callabl
         rows: what the pass observed or computed.
         latest_rows: the latest recorded row per ``key`` (inside the window).
         key, value: a row's key, and the part of it whose change is recorded.
-        at: the time a recorded row was recorded.
+        at: the time a recorded row was recorded (a naive one is local time, as a Spark row's:
+            ``ledger.clock.aware``).
         now: the pass's time.
         refresh_hours: a key is recorded again once its latest record is this old.
         complete: record every row (a failover or failback pass).
@@ -89,11 +92,12 @@ def to_record(rows: Iterable[T], latest_rows: Mapping[tuple, T], *, key: Callabl
     if complete:
         return rows
     refresh = dt.timedelta(hours=refresh_hours)
+    now = clock.aware(now)
     out = []
     for row in rows:
         before = latest_rows.get(key(row))
         if (before is None or value(row) != value(before)
-                or at(before) is None or now - at(before) >= refresh):
+                or at(before) is None or now - clock.aware(at(before)) >= refresh):
             out.append(row)
     return out
 

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ledger import clock
 from ledger.errors import OffsetLedgerError
 
 if TYPE_CHECKING:
@@ -128,7 +129,6 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
             translation; the message names each one.
     """
     from pipelines.checkpoint.compute import GroupCommit, compute_checkpoints
-    from pipelines.checkpoint.engine import utcnow
 
     flow = checkpointer.config.flow(source, target)
     mappings = checkpointer.mappings(flow, {t for t, _ in offsets})
@@ -144,7 +144,7 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
                    if t in mappings]
         checkpoints = compute_checkpoints(
             commits, mappings, stores, {}, checkpoint_id=checkpoint_id or uuid.uuid4().hex,
-            target_cluster=target, now=now or utcnow())
+            target_cluster=target, now=now or clock.now())
         problems += describe_untranslatable(
             cp for cp in checkpoints
             if (cp.direction, cp.source_topic, cp.partition) not in log_starts)

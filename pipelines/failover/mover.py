@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import records
+from ledger import clock, records
 from ledger.config import Config, FlowConfig
 from ledger.engine import LedgerEngine
 from ledger.errors import OffsetLedgerError
@@ -54,7 +54,6 @@ from pipelines.checkpoint.engine import (
     CheckpointPlan,
     CheckpointResult,
     resume_point,
-    utcnow,
 )
 from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
 from pipelines.checkpoint.readiness import CoverageCheck, empty_before_runs, replication_lag
@@ -263,7 +262,7 @@ class Mover:
     def move_groups(self, kind: str, groups: list[str], source: str, target: str,
                     options: MoveOptions, group_regex: str | None = None,
                     ) -> list[OperationResult]:
-        started_mono, started = time.monotonic(), utcnow()
+        started_mono, started = time.monotonic(), clock.now()
         flow = self.check_flow(kind, source, target)
         live = self.check_source(source, options)
         groups = self.resolve_groups(groups, group_regex, source, live, flow)
@@ -383,7 +382,7 @@ class Mover:
         writes.sort(key=lambda w: (w.group_id, w.topic, w.partition))
         kafka_admin.alter_groups_offsets(cluster, _by_group(writes))
         result.writes.extend(writes)
-        now = utcnow()
+        now = clock.now()
         points = [resume_point(w, operation_id=operation_ids[w.group_id],
                                reason=kind, cluster=target,
                                checkpoints_version=result.versions[CHECKPOINTS], now=now)
@@ -428,7 +427,7 @@ class Mover:
                      target: str) -> None:
         kafka_admin.alter_groups_offsets(self.config.cluster(target), _by_group(starts))
         if starts:
-            now = utcnow()
+            now = clock.now()
             points = [resume_point(w, operation_id=operation_ids[w.group_id], reason=kind,
                                    cluster=target, checkpoints_version=None, now=now)
                       for w in starts]
@@ -437,7 +436,7 @@ class Mover:
     def record_operations(self, move: MoveRecord, result: CheckpointResult) -> None:
         """One row per group of ``move``, every row with the same ledger versions."""
         resume_version = self.engine.version(RESUME_POINTS)
-        ready = utcnow()
+        ready = clock.now()
         operations = [Operation(
             operation_id=move.operation_ids[g], kind=move.kind, group_id=g,
             from_cluster=move.source, to_cluster=move.target, status="completed",

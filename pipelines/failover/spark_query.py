@@ -38,13 +38,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger import records
+from ledger import clock, records
 from ledger.errors import OffsetLedgerError
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, RESUME_POINTS
 from pipelines.checkpoint import offsets as offsets_json
 from pipelines.checkpoint.compute import GroupCommit, OffsetWrite
 from pipelines.checkpoint.coverage import log_start_keys, needs_for
-from pipelines.checkpoint.engine import CheckpointResult, resume_point, utcnow
+from pipelines.checkpoint.engine import CheckpointResult, resume_point
 from pipelines.checkpoint.mapping import subscribe_topics
 from pipelines.checkpoint.readiness import replication_lag
 from pipelines.checkpoint.report import render, translation_rows
@@ -118,7 +118,7 @@ class QueryMover:
 
     def move(self, kind: str, location: str, source: str, target: str, options: MoveOptions,
              name: str | None = None) -> QueryMove:
-        started_mono, started = time.monotonic(), utcnow()
+        started_mono, started = time.monotonic(), clock.now()
         flow = self.mover.check_flow(kind, source, target)
         checkpoint = sc.read(location)
         live = self.mover.check_source(source, options)
@@ -133,7 +133,7 @@ class QueryMover:
             log_starts = log_start_keys(self.mover.wait_for_replication(source, needs, options))
             lag = replication_lag(self.config, self.ledger, needs)
         self._await_quiet(checkpoint, started_mono, options.quiet_s)
-        now = utcnow()
+        now = clock.now()
         checkpoints, stores = offsets_json.translate(
             checkpointer, source, target, offsets, label=label, now=now,
             checkpoint_id=uuid.uuid4().hex, log_starts=log_starts)

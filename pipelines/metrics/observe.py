@@ -25,7 +25,6 @@ Invariants:
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
 import time
@@ -33,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.clock import aware
 from pipelines.metrics.definitions import REASONS, REFUSED, REPLICA, UNREADABLE, Metrics
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ class ReplicationObserver:
         """A streaming commit (``pipelines.replicate.channel.RecordedCommit``): its reports
         carry per partition the records, bytes, newest timestamp, when the copies were
         acknowledged and their latency (record timestamp to delivery) summed over records."""
-        recorded_at = commit.committed_at.timestamp()
+        recorded_at = aware(commit.committed_at).timestamp()
         for d in commit.parts:
             labels = self._labels(d.topic, d.partition, d.replica_topic)
             if d.records:
@@ -270,7 +270,7 @@ class CheckpointObserver:
             for cp in result.checkpoints:
                 counts[cp.status] = counts.get(cp.status, 0) + 1
                 if cp.translated:
-                    at = cp.checkpointed_at.replace(tzinfo=dt.UTC).timestamp()
+                    at = aware(cp.checkpointed_at).timestamp()
                     self.m.checkpoint_latency.labels(
                         *self.flow, cp.group_id, cp.source_topic, str(cp.partition)).observe(
                         max(0.0, now - at))

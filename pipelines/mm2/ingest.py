@@ -45,6 +45,7 @@ from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from ledger import clock
 from ledger.config import ClusterConfig, Config, FlowConfig, reload_config
 from ledger.errors import OffsetLedgerError
 from ledger.policy import ReplicationPolicy
@@ -202,10 +203,6 @@ def read_all_partitions(source: Source) -> list[Record]:
     return out
 
 
-def _ts(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(tzinfo=None)
-
-
 def sync_rows(flow: FlowConfig, policy: ReplicationPolicy, topic: str,
               records: list[Record], after: dt.datetime | None = None) -> list[tuple]:
     """``offset_syncs`` rows: one n = 1 run per sync, ``written_at`` never decreasing.
@@ -215,10 +212,10 @@ def sync_rows(flow: FlowConfig, policy: ReplicationPolicy, topic: str,
     relies on it).
     """
     out = []
-    previous = None if after is None else after + WRITTEN_AT_STEP
+    previous = None if after is None else clock.aware(after) + WRITTEN_AT_STEP
     for rec in records:
         sync = formats.decode_offset_sync(rec.key, rec.value)
-        written = _ts(rec.timestamp_ms)
+        written = clock.from_ms(rec.timestamp_ms)
         if previous is not None and written < previous:
             written = previous  # batch_id (the sync's offset) orders syncs with equal times
         previous = written
@@ -249,7 +246,7 @@ def checkpoint_records(flow: FlowConfig, policy: ReplicationPolicy, topic: str,
             target_offset=cp.downstream_offset, status="translated",
             reason=f"MirrorMaker 2 checkpoint{' ' + cp.metadata if cp.metadata else ''}",
             group_rewound=False, offset_syncs_version=offset_syncs_version,
-            checkpointed_at=_ts(rec.timestamp_ms)))
+            checkpointed_at=clock.from_ms(rec.timestamp_ms)))
     return out
 
 
@@ -303,7 +300,7 @@ def positions(ledger: Ledger, flow: str, topics: list[str]
              .select("topic", "next_upstream_offset", "newest_record_timestamp").collect())
     return ({r["topic"]: r["next_upstream_offset"] for r in found
              if r["next_upstream_offset"] is not None},
-            {r["topic"]: r["newest_record_timestamp"] for r in found
+            {r["topic"]: clock.aware(r["newest_record_timestamp"]) for r in found
              if r["newest_record_timestamp"] is not None})
 
 
@@ -312,7 +309,7 @@ def position_record(flow: str, topic: str, records: list[Record], end: int,
     """The pass's position in an internal topic; ``newest`` defaults to its newest record time
     (for the offset-syncs topic: the newest ``written_at`` the pass wrote)."""
     last = records[-1]
-    newest = newest or _ts(max(r.timestamp_ms for r in records))
+    newest = newest or clock.from_ms(max(r.timestamp_ms for r in records))
     return ProgressRecord(
         flow=flow, topic=topic, replica_topic=topic, partition=0,
         last_upstream_offset=last.offset, next_upstream_offset=last.offset + 1,
@@ -353,7 +350,7 @@ def ingest_once(spark: SparkSession, config: Config, flow_name: str,
     # Decode everything before writing anything: a bad record writes nothing.
     syncs = sync_rows(flow, policy, syncs_src.topic, sync_recs, newest.get(syncs_src.topic))
     checkpoints = checkpoint_records(flow, policy, cps_src.topic, cp_recs, -1)
-    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    now = clock.now()
     progress: list[ProgressRecord] = []
     app = f"offset-ledger mm2 ingest {flow.name}"
     if syncs:

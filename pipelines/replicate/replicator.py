@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import settings
+from ledger import clock, settings
 from ledger.config import Config, FlowConfig
 from ledger.records import ProgressRecord
 from ledger.writer import PartitionSummary, next_written_at, progress_row, sync_rows
@@ -306,7 +306,7 @@ class FlowReplicator:
         """Record one batch's runs (a bounded batch, or a streaming commit) as batch
         ``last_batch + 1``, then its progress; both drivers record through this."""
         batch = self.last_batch + 1
-        written_at = next_written_at(dt.datetime.now(dt.UTC), self.last_written_at)
+        written_at = next_written_at(clock.now(), self.last_written_at)
         flow = self.flow
         rows = sync_rows(flow=flow.name, source_cluster=flow.source, target_cluster=flow.target,
                          summaries=summaries, run_id=self.result.run_id, batch_id=batch,
@@ -354,4 +354,4 @@ def _warn_if_speculative(spark: Any) -> None:
 
 
 def _new_run_id() -> str:
-    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    return f"{clock.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"

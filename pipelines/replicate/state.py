@@ -23,7 +23,7 @@ import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ledger import commits, direct
+from ledger import clock, commits, direct
 from ledger.schemas import OFFSET_SYNCS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
 from pipelines.replicate.plan import TP, RecordedTail
@@ -39,18 +39,13 @@ class FlowState:
     tables_verified: bool = False
 
 
-def _utc(value: dt.datetime | None) -> dt.datetime | None:
-    # PySpark returns timestamps as naive local times.
-    return None if value is None else value.astimezone(dt.UTC)
-
-
 def _since(hints: Iterable[dict], wanted: set[TP], flow_sql: str) -> str:
     """The ``offset_syncs`` predicate: the flow's runs written since the oldest hint."""
     since = [r["updated_at"] for r in hints if (r["topic"], r["partition"]) in wanted]
     where = f"flow = '{flow_sql}'"
     if since:
         # An explicit zone: neither engine's session time zone changes the bound.
-        oldest = min(_utc(t) for t in since)
+        oldest = min(clock.aware(t) for t in since)
         where += f" AND written_at >= TIMESTAMP '{oldest:%Y-%m-%d %H:%M:%S.%f}Z'"
     return where
 
@@ -59,7 +54,7 @@ def _state(rows: Iterable[dict]) -> FlowState:
     state = FlowState()
     for r in rows:
         state.last_batch = max(state.last_batch, int(r["last_batch"]))
-        newest = _utc(r["newest"])
+        newest = clock.aware(r["newest"])
         if state.newest_written_at is None or (newest and newest > state.newest_written_at):
             state.newest_written_at = newest
         state.tails[(r["topic"], r["partition"])] = RecordedTail(int(r["tail_u"]),

@@ -35,13 +35,13 @@ Invariants (with ``channel``'s and ``stream_task``'s):
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ledger import clock
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError, first_line
 from pipelines.edge import kafka_admin, kafka_errors, preflight
@@ -375,7 +375,7 @@ class StreamingReplicator:
         log.debug("flow %s: commit of %s report(s) took %.3fs", self.r.flow.name, len(parts),
                   time.perf_counter() - started)
         event = channel.RecordedCommit(self.r.last_batch, self.r.last_written_at or
-                                       dt.datetime.now(dt.UTC), parts)
+                                       clock.now(), parts)
         for observer in self.observers:
             try:
                 observer(event)

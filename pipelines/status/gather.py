@@ -24,6 +24,7 @@ from contextlib import contextmanager
 
 from confluent_kafka import Consumer, TopicPartition
 
+from ledger import clock
 from ledger.config import Config, FlowConfig
 from ledger.engine import LedgerEngine
 from ledger.errors import OffsetLedgerError
@@ -63,11 +64,6 @@ def _timed(what: str) -> Iterator[None]:
         log.info("status: %s took %.2fs", what, time.perf_counter() - started)
 
 
-def _utc(value: dt.datetime | None) -> dt.datetime | None:
-    # PySpark returns timestamps as naive local times.
-    return None if value is None else value.astimezone(dt.UTC)
-
-
 def newest_heartbeat(cluster, topic: str, timeout: float = 5.0) -> dt.datetime | None:
     """The timestamp carried by the last heartbeat record of ``topic`` (partition 0)."""
     consumer = Consumer(cluster.client_config(**{
@@ -82,7 +78,7 @@ def newest_heartbeat(cluster, topic: str, timeout: float = 5.0) -> dt.datetime |
         if msg is None or msg.error():
             return None
         hb = formats.decode_heartbeat(msg.key(), msg.value())
-        return dt.datetime.fromtimestamp(hb.timestamp_ms / 1000, dt.UTC)
+        return clock.from_ms(hb.timestamp_ms)
     except Exception as exc:  # a heartbeat is extra evidence, never a reason to fail status
         log.info("heartbeats %s on %s not read: %s", topic, cluster.alias, exc)
         return None
@@ -155,7 +151,7 @@ class Gatherer:
                                     progress=rows)
         recorded = {(t, p): e.upstream for (_, t, p), e in ends_of.items()
                     if e.upstream is not None}
-        updated = [_utc(r.updated_at) for r in progress.values() if r.updated_at is not None]
+        updated = [clock.aware(r.updated_at) for r in progress.values() if r.updated_at is not None]
         status.last_run = max(updated, default=None)
         lows = kafka_offsets.list_offsets(source, "earliest",
                                           [tp for tp in tps if tp not in recorded])
@@ -165,8 +161,8 @@ class Gatherer:
                 topic=tp[0], replica_topic=self.policy.remote_topic(flow.source, tp[0]),
                 partition=tp[1], end=ends[tp], replicated_to=recorded.get(tp, lows.get(tp, 0)),
                 has_runs=tp in recorded,
-                newest_record=_utc(row.newest_record_timestamp) if row else None,
-                last_run=_utc(row.updated_at) if row else None))
+                newest_record=clock.aware(row.newest_record_timestamp) if row else None,
+                last_run=clock.aware(row.updated_at) if row else None))
         behind = {(p.topic, p.partition): (p.replicated_to, p.end)
                   for p in status.partitions if p.lag > 0}
         if behind:
@@ -261,13 +257,13 @@ class Gatherer:
             return {}
         # A running checkpoint job records every key at least once per refresh: the window
         # holds the newest checkpoint of every group it checkpoints (pipelines.checkpoint.history).
-        since = history.window_start(dt.datetime.now(dt.UTC).replace(tzinfo=None),
+        since = history.window_start(clock.now(),
                                      self.config.history_refresh_hours)
         with _timed("checkpoints"):
             rows = self.engine.query(newest_checkpoints(
                 groups, [(f.source, f.target) for f in flows], since), c=CHECKPOINTS)
         return {(r["group_id"], r["source_cluster"], r["target_cluster"]):
-                Checkpoint(_utc(r["newest"]), int(r["partitions"])) for r in rows}
+                Checkpoint(clock.aware(r["newest"]), int(r["partitions"])) for r in rows}
 
     def last_moves(self, groups: list[str]) -> dict[str, tuple[str, str]]:
         """``{group: (from, to)}`` of each group's newest completed operation."""

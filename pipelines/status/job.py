@@ -19,11 +19,11 @@ Invariants:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import logging
 import sys
 import time
 
+from ledger import clock
 from ledger.config import Config, FlowConfig
 from ledger.schemas import CHECKPOINTS, OFFSET_SYNCS, OPERATIONS, REPLICATION_PROGRESS
 from pipelines.args import add_flow_arguments
@@ -79,7 +79,7 @@ def gather_report(config: Config, ledger, flows: list[FlowConfig], groups: list[
     from pipelines.status.render import Report
 
     gatherer = Gatherer(config, ledger, many_groups=len(groups) * len(flows) > 1)
-    report = Report(dt.datetime.now(dt.UTC))
+    report = Report(clock.now())
     by_flow = {f.name: gatherer.flow_status(f) for f in flows}
     report.flows = list(by_flow.values())
     checkpoints = gatherer.checkpoints(groups, flows)

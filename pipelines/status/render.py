@@ -12,6 +12,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 
+from ledger import clock
 from pipelines.status.readiness import FlowStatus, GroupStatus
 
 
@@ -24,11 +25,11 @@ class Report:
 
 
 def _iso(t: dt.datetime | None) -> str | None:
-    return None if t is None else t.astimezone(dt.UTC).isoformat(timespec="milliseconds")
+    return None if t is None else clock.aware(t).isoformat(timespec="milliseconds")
 
 
 def _age(at: dt.datetime, t: dt.datetime | None) -> float | None:
-    return None if t is None else round(max(0.0, (at - t).total_seconds()), 3)
+    return None if t is None else round(max(0.0, (at - clock.aware(t)).total_seconds()), 3)
 
 
 def as_dict(report: Report) -> dict:
@@ -89,7 +90,7 @@ def _seconds(value: float | None) -> str:
 def _when(at: dt.datetime, t: dt.datetime | None) -> str:
     if t is None:
         return "never"
-    return f"{t.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC ({_seconds(_age(at, t))} ago)"
+    return f"{clock.aware(t):%Y-%m-%d %H:%M:%S} UTC ({_seconds(_age(at, t))} ago)"
 
 
 def _flow_lines(at: dt.datetime, f: FlowStatus) -> list[str]:

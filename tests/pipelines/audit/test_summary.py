@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from ledger.records import CheckpointRecord, Operation
+from pipelines.audit import summary as sm
 from pipelines.audit.summary import Untouched, summarize
 
 pytestmark = pytest.mark.unit
@@ -42,3 +43,14 @@ def test_operations_in_time_order_with_untouched_partitions_and_their_reason():
         Untouched("P.Payments", 1, "already at or past 12 on B (offsets are never rewound)"),
         Untouched("P.Payments", 2, "cannot be translated: offset before the first run")]
     assert second.untouched == []
+
+
+def test_times_are_shown_in_utc_outside_utc():
+    """A Spark row's naive time is local: five hours behind UTC, 07:00 local is 12:00 UTC."""
+    from tests.local_zone import local_zone
+
+    with local_zone():
+        local = dt.datetime(2026, 11, 27, 7, 0, 0)
+        assert sm.human_time(local) == "2026-11-27 12:00:00"
+        assert sm.human_time(dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.UTC)) == (
+            "2026-11-27 12:00:00")

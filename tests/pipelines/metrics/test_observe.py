@@ -160,7 +160,7 @@ def test_a_checkpoint_pass_counts_statuses_latency_writes_and_readiness():
     clock = Clock(1_000.0)
     m = Metrics("checkpoint", process_collectors=False)
     obs = CheckpointObserver(m, "P", "B", interval_s=60, clock=clock)
-    at = dt.datetime.fromtimestamp(998.0, dt.UTC).replace(tzinfo=None)
+    at = dt.datetime.fromtimestamp(998.0, dt.UTC)  # a pass's time: aware UTC (ledger.clock)
 
     def cp(group: str, partition: int, status: str) -> SimpleNamespace:
         return SimpleNamespace(group_id=group, source_topic="Payments", partition=partition,

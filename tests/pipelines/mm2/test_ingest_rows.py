@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from ledger import clock
 from ledger.config import config_from_mapping
 from ledger.policy import ReplicationPolicy
 from ledger.translation import Run, forward, reverse
@@ -20,6 +21,7 @@ from pipelines.mm2.ingest import (
     sources,
     sync_rows,
 )
+from tests.local_zone import local_zone
 
 pytestmark = pytest.mark.unit
 
@@ -54,7 +56,7 @@ def test_syncs_become_n1_runs_in_sync_order_with_their_origin():
         ("Payments", "P.Payments", 0, 100, 100, 1, "mm2:mm2-offset-syncs.B.internal", 8),
         ("Payments", "P.Payments", 1, 5, 3, 1, "mm2:mm2-offset-syncs.B.internal", 9)]
     written = [r[11] for r in rows]
-    assert written[0] == written[1] == dt.datetime(1970, 1, 1, 0, 0, 1)
+    assert written[0] == written[1] == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)
     # Over those n = 1 runs the ledger's rule is MM2's: exact match -> d, else last d + 1.
     runs = [Run(0, 0, 1), Run(100, 100, 1)]
     assert (forward(runs, 100), forward(runs, 57), forward(runs, 150)) == (100, 1, 101)
@@ -63,11 +65,11 @@ def test_syncs_become_n1_runs_in_sync_order_with_their_origin():
 
 def test_a_pass_is_written_after_the_previous_pass():
     # the previous pass's newest written_at is 2 s; this pass's syncs carry 1 s and 3 s
-    previous = dt.datetime(1970, 1, 1, 0, 0, 2)
+    previous = dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.UTC)
     recs = [sync_record(10, 1_000, "Payments", 0, 0, 0), sync_record(11, 3_000, "Payments", 0,
                                                                        1, 1)]
     written = [r[11] for r in sync_rows(FLOW, POLICY, "t", recs, after=previous)]
-    assert written == [previous + WRITTEN_AT_STEP, dt.datetime(1970, 1, 1, 0, 0, 3)]
+    assert written == [previous + WRITTEN_AT_STEP, dt.datetime(1970, 1, 1, 0, 0, 3, tzinfo=dt.UTC)]
     assert min(written) - previous >= dt.timedelta(milliseconds=2)
 
 
@@ -113,3 +115,19 @@ def test_connect_offsets_last_wins_other_connectors_ignored():
     assert (row.flow, row.topic, row.replica_topic, row.partition, row.last_upstream_offset,
             row.next_upstream_offset, row.source_end_offset, row.lag) == (
         "P->B", "Payments", "P.Payments", 1, 41, 42, 50, 8)
+
+
+def test_times_are_utc_on_a_machine_outside_utc():
+    # positions() reads the previous pass's newest written_at with Spark: naive local time.
+    previous = dt.datetime(2026, 11, 25, 3, 0, 0, tzinfo=dt.UTC)
+    recs = [sync_record(10, previous.timestamp() * 1000 - 500, "Payments", 0, 0, 0),
+            sync_record(11, previous.timestamp() * 1000 + 1_000, "Payments", 0, 1, 1)]
+    with local_zone():
+        as_read = clock.local_naive(previous)
+        written = [r[11] for r in sync_rows(FLOW, POLICY, "t", recs, after=as_read)]
+        [cp] = checkpoint_records(FLOW, POLICY, "P.checkpoints.internal", [Record(
+            12, previous.timestamp() * 1000, *formats.encode_checkpoint(
+                formats.Checkpoint("G", "P.Payments", 0, 1, 1, "")))], 3)
+    assert as_read != previous.replace(tzinfo=None)  # the zone is not UTC
+    assert written == [previous + WRITTEN_AT_STEP, previous + dt.timedelta(seconds=1)]
+    assert cp.checkpointed_at == previous
