@@ -50,12 +50,16 @@ demo: setup
 
 # Two test processes by file: most tests wait on brokers and JVMs, so two halve the wall time
 # on two cores. Each process has its own SparkSession, clusters and state folder. The longest
-# files go first (tests/conftest.py LONGEST_FIRST), in that order (--no-loadscope-reorder).
+# files go first (committed durations: tests/durations.json, tests/timing.py), in that order
+# (--no-loadscope-reorder). Each run leaves its per-test durations in $(JUNIT):
+# `$(BIN)/python -m tests.timing $(JUNIT)` refreshes the committed table from it.
 TEST_WORKERS ?= 2
+JUNIT ?= .state/test-results.xml
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		--junitxml=$(JUNIT)
 
 # The fast inner loop: unit tests and the ones needing only Spark or the one shared broker pair
 # (no end-to-end scenarios, dbt, GX, wheels, Prometheus, secured clusters or soaks). Every test

@@ -18,6 +18,7 @@ import yaml
 
 from ledger.config import Config, config_from_mapping
 from pipelines.devtools.clusters import EmbeddedClusters, free_port
+from tests import timing
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,37 +30,6 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     os.environ.setdefault("OFFSET_LEDGER_STATE_DIR",
                           tempfile.mkdtemp(prefix=f"offset-ledger-tests-{worker}-"))
-
-
-# The longest files (minutes each, their tests and module fixtures summed from --durations of
-# the fresh-clone run), handed out longest first so that the two xdist workers finish together
-# (greedy longest-first); `make test` passes --no-loadscope-reorder so that xdist keeps this
-# order instead of its own (files with the most tests first, which leaves these for the end).
-# A file missing here runs after them, in collection order: add one when it takes a minute.
-LONGEST_FIRST = (
-    "tests/secured/test_sasl_ssl.py",  # secured pair, reference scenario, real MM2
-    "tests/bench/test_torture.py",  # fixed seeds, each its own broker pair and jobs
-    "tests/bench/test_torture_regressions.py",
-    "tests/secured/test_acls.py",
-    "tests/pipelines/mm2/test_mm2_interop.py",
-    "tests/pipelines/audit/test_audit_evidence.py",
-    "tests/deploy/test_wheel.py",
-    "tests/deploy/test_spark_submit.py",
-    "tests/pipelines/replicate/test_kill_loop.py",
-    "tests/expectations/test_suites.py",
-    "tests/pipelines/audit/test_audit_command.py",
-    "tests/dbt/test_marts.py",
-    "tests/e2e/test_reference_scenario.py",
-    "tests/pipelines/metrics/test_scrape.py",
-    "tests/e2e/test_spark_query_failover.py",
-    "tests/ledger/test_maintenance.py",
-    "tests/pipelines/replicate/test_restart.py",
-    "tests/pipelines/replicate/test_broker_restart.py",
-    "tests/pipelines/replicate/test_errors.py",
-    "tests/e2e/test_disaster_failover.py",
-    "tests/e2e/test_empty_partition_failback.py",
-    "tests/pipelines/test_spark_signals.py",
-)
 
 
 # Fixtures that start something, and the marker a test using them must carry, so that a tier
@@ -87,8 +57,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     problems = marker_problems(items)
     if problems:
         raise pytest.UsageError("tests without their markers:\n  " + "\n  ".join(problems))
-    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
+    # The longest files first (committed durations, tests/timing.py), so that the two
+    # workers of `make test` (--dist loadfile --no-loadscope-reorder) finish together.
+    items[:] = timing.longest_first(items, timing.load())
 
 
 @pytest.fixture(scope="session", autouse=True)
