@@ -14,6 +14,16 @@ Invariants:
     * The Z-order columns are the predicates of the reads the product makes (a flow partition's
       runs by offset; checkpoints and commits by time, see pipelines.checkpoint.history), so
       that data skipping keeps those reads to a few files whatever the ledger's age.
+    * Bounded by what was written since the last maintain, not by the history: Delta's
+      ``OPTIMIZE ... ZORDER BY`` rewrites every file of the table each time (and VACUUM keeps
+      the replaced copy for the retention, so a daily Z-order of a growing table would store a
+      copy of it per day). A table is Z-ordered whole only while it holds at most
+      ``ZORDER_WHOLE_BYTES``; above that, OPTIMIZE compacts only its files smaller than
+      ``COMPACTED_BYTES`` (the small commits since the last maintain; larger files are never
+      rewritten again). Appended in time order, the new files keep the time clustering every
+      time-window read uses (the span snapshot's tail, checkpoint and commit windows); a read
+      of one partition's raw runs over the whole history (a rewind into a snapshot, a load
+      without one) reads the files of that history instead of the Z-ordered few.
 """
 
 from __future__ import annotations
@@ -46,6 +56,14 @@ ZORDER: dict[str, tuple[str, ...]] = {
     OPERATION_CHECKPOINTS: ("operation_id",),
 }
 """Per table, the columns OPTIMIZE clusters by (Z-order); other tables are only compacted."""
+
+ZORDER_WHOLE_BYTES = 1 << 30
+"""A table holding more than this is no longer Z-ordered whole (see the module invariants)."""
+
+COMPACTED_BYTES = 64 << 20
+"""An incremental compaction leaves files of at least this size as they are."""
+
+_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
 
 
 def retention_properties(days: float) -> dict[str, str]:
@@ -97,9 +115,11 @@ class MaintenanceReport:
     vacuumed: bool
     zorder: tuple[str, ...]
     refreshed: tuple[RefreshReport, ...] = field(default=())
+    incremental: bool = False
 
     def line(self) -> str:
-        clustering = f"zorder by {', '.join(self.zorder)}" if self.zorder else "compacted"
+        clustering = (f"zorder by {', '.join(self.zorder)}" if self.zorder else
+                      "compacted, new files only" if self.incremental else "compacted")
         return "\n".join([
             f"{self.table:22} files {self.files_before:>5} -> {self.files_after:<5} "
             f"{clustering:50} version {self.version_before} -> {self.version_after}"
@@ -111,6 +131,38 @@ class MaintenanceReport:
 def _num_files(ledger: Ledger, name: str) -> int:
     row = ledger.spark.sql(f"DESCRIBE DETAIL {ledger.identifier(name)}").first()
     return int(row["numFiles"] or 0) if row is not None else 0
+
+
+def _size(ledger: Ledger, name: str) -> int:
+    row = ledger.spark.sql(f"DESCRIBE DETAIL {ledger.identifier(name)}").first()
+    return int(row["sizeInBytes"] or 0) if row is not None else 0
+
+
+def _optimize(ledger: Ledger, name: str) -> tuple[tuple[str, ...], bool]:
+    """OPTIMIZE ``name``: a Z-ordered table Z-ordered whole while small, else only its small
+    files compacted; a table without Z-order columns compacted as Delta's OPTIMIZE does.
+
+    Returns the Z-order columns applied and whether the compaction was incremental.
+    """
+    spark, table = ledger.spark, ledger.identifier(name)
+    zorder = ZORDER.get(name, ())
+    if not zorder:
+        spark.sql(f"OPTIMIZE {table}").collect()
+        return (), False
+    if _size(ledger, name) <= ZORDER_WHOLE_BYTES:
+        columns = ", ".join(f"`{c}`" for c in zorder)
+        spark.sql(f"OPTIMIZE {table} ZORDER BY ({columns})").collect()
+        return zorder, False
+    previous = spark.conf.get(_MIN_FILE_SIZE, None)
+    spark.conf.set(_MIN_FILE_SIZE, str(COMPACTED_BYTES))
+    try:
+        spark.sql(f"OPTIMIZE {table}").collect()
+    finally:
+        if previous is None:
+            spark.conf.unset(_MIN_FILE_SIZE)
+        else:
+            spark.conf.set(_MIN_FILE_SIZE, previous)
+    return (), True
 
 
 def _checkpoint(ledger: Ledger, name: str) -> None:
@@ -179,13 +231,11 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
         files_before, version_before = _num_files(ledger, name), ledger.version(name)
         changed = apply_retention(ledger, days, (name,))[name]
         refreshed = tuple(refresh(ledger, flows or {})) if name == OFFSET_SYNC_SPANS else ()
-        zorder = ZORDER.get(name, ())
-        by = f" ZORDER BY ({', '.join(f'`{c}`' for c in zorder)})" if zorder else ""
-        ledger.spark.sql(f"OPTIMIZE {ledger.identifier(name)}{by}").collect()
+        zorder, incremental = _optimize(ledger, name)
         _checkpoint(ledger, name)
         if vacuum:
             _vacuum(ledger, name)
         reports.append(MaintenanceReport(name, files_before, _num_files(ledger, name),
                                          version_before, ledger.version(name), changed, vacuum,
-                                         zorder, refreshed))
+                                         zorder, refreshed, incremental))
     return reports
