@@ -21,6 +21,11 @@ Scenario (partition 0, flows P->B and B->P):
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import json
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -188,11 +193,36 @@ _REFERENCE: dict[str, dict[str, Any]] = {}
 
 
 def reference_ledger(spark: SparkSession, base_dir: str) -> dict[str, Any]:
-    """The reference ledger, written once per process (test modules share it read-only)."""
+    """The reference ledger, written once per test run (test modules share it read-only).
+
+    Under xdist the first worker that needs it writes it beside the workers' temporary
+    folders (``base_dir``'s parent, which pytest cleans up with them), under a file lock; every
+    worker then copies it into its own ``base_dir`` (Delta tables copy with their history and
+    their log files' times, which time travel by timestamp reads).
+    """
     if "info" not in _REFERENCE:
         location = f"{base_dir.rstrip('/')}/reference-ledger"
-        _REFERENCE["info"] = {**write_reference_ledger(spark, location), "location": location}
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            versions = _shared_reference(spark, Path(base_dir).parent / "reference-ledger")
+            shutil.copytree(versions.pop("location"), location)
+            versions["ledger"] = Ledger(spark, location)
+        else:
+            versions = write_reference_ledger(spark, location)
+        _REFERENCE["info"] = {**versions, "location": location}
     return _REFERENCE["info"]
+
+
+def _shared_reference(spark: SparkSession, shared: Path) -> dict[str, Any]:
+    """The versions of the run's one reference ledger at ``shared/ledger``, written first if
+    no worker has written it yet."""
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = shared / "versions.json"
+        if not done.exists():
+            info = write_reference_ledger(spark, str(shared / "ledger"))
+            done.write_text(json.dumps({k: v for k, v in info.items() if k != "ledger"}))
+        return {**json.loads(done.read_text()), "location": str(shared / "ledger")}
 
 
 SECRET = "s3cr3t-Pa55word-for-tests"
