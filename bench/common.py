@@ -236,3 +236,44 @@ def mm2_command(source: ClusterConfig, target: ClusterConfig, topics: str, workd
         extra.write_text(props)
         env["MM2_EXTRA_PROPS"] = str(extra)
     return ["bash", str(mm2_dir() / "mm2.sh"), str(mm2_jars()), str(workdir)], env
+
+
+def offline_checkpointer(spark, location: Path, flow: str) -> tuple:
+    """``(config, ledger, checkpointer)`` for a synthetic ledger at ``location`` with one flow
+    ``flow`` between clusters that are never contacted: the checkpointer observes no group on
+    the target (the only Kafka read of a disaster dry run), so the ledger reads are all that
+    the operator verbs' timings measure."""
+    from ledger.tables import Ledger
+    from pipelines.checkpoint.engine import Checkpointer
+
+    source, target = flow.split("->")
+    raw = {"clusters": {a: {"bootstrap.servers": f"127.0.0.1:{port}"}  # never contacted
+                        for a, port in ((source, 1), (target, 2))},
+           "flows": {flow: True}, "ledger": {"location": str(location)}}
+    config = config_from_mapping(raw, path=str(location.parent / "offset-ledger.yaml"))
+    ledger = Ledger(spark, str(location))
+
+    class Offline(Checkpointer):
+        def observe(self, cluster_alias, groups):
+            return [], {}
+
+    return config, ledger, Offline(spark, config, ledger)
+
+
+def ledger_bench_session(name: str, keep: str | None) -> tuple:
+    """``(spark, root, state)`` for a Kafka-free ledger benchmark: a fresh state folder (the JVM's
+    metastore and warehouse), the ledgers under ``keep`` (kept) or a temporary folder, and a
+    ``local[2]`` session without its UI, quiet but for errors. The disaster dry runs' warning
+    that P is not contacted is expected there, and silenced."""
+    import logging
+    import tempfile
+
+    from pipelines.spark import get_spark
+
+    state = Path(tempfile.mkdtemp(prefix=f"{name}-state-"))
+    os.environ["OFFSET_LEDGER_STATE_DIR"] = str(state)
+    root = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    spark = get_spark(f"offset-ledger-{name}", master="local[2]", ui=False)
+    spark.sparkContext.setLogLevel("ERROR")
+    logging.getLogger("pipelines.checkpoint.engine").setLevel(logging.ERROR)
+    return spark, root, state

@@ -55,17 +55,17 @@ import argparse
 import datetime as dt
 import gc
 import json
-import logging
 import os
 import resource
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from bench.common import ledger_bench_session, offline_checkpointer
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FLOW, TOPIC, REPLICA, PARTITIONS, GROUPS = "P->B", "Orders", "P.Orders", 12, 50
@@ -340,28 +340,12 @@ def measure(spark, fn: Callable[[], object]) -> dict:
 
 
 def operations(spark, location: Path, op_ids: list[str]) -> dict[str, Callable[[], object]]:
-    from ledger.config import config_from_mapping
     from ledger.store import OffsetSyncStore
-    from ledger.tables import Ledger
     from pipelines.audit.audit import load_operations
-    from pipelines.checkpoint.engine import Checkpointer
 
-    raw = {"clusters": {a: {"bootstrap.servers": f"127.0.0.1:{port}"}  # never contacted
-                        for a, port in (("P", 1), ("B", 2))},
-           "flows": {FLOW: True},
-           "ledger": {"location": str(location)}}
-    config = config_from_mapping(raw, path=str(location.parent / "offset-ledger.yaml"))
-    ledger = Ledger(spark, str(location))
+    config, ledger, checkpointer = offline_checkpointer(spark, location, FLOW)
     ledger.require(verify=True)
     groups = [f"bench-g{g:02d}" for g in range(GROUPS)]
-
-    class Offline(Checkpointer):
-        """The target's groups have no commits (the only Kafka read of a disaster dry run)."""
-
-        def observe(self, cluster_alias, groups):
-            return [], {}
-
-    checkpointer = Offline(spark, config, ledger)
     flow = config.flow(FLOW)
     # One group's latest commits and their copies, for translate (read once, outside the timing).
     commits = {c.partition: c.offset for c in checkpointer.recorded_commits("P", [groups[0]])}
@@ -384,7 +368,7 @@ def operations(spark, location: Path, op_ids: list[str]) -> dict[str, Callable[[
     def failover_dry_run() -> None:
         plan = checkpointer.plan(FLOW, groups=[groups[0]], recorded_commits=True)
         rows = plan.result.checkpoints
-        assert len(rows) == PARTITIONS and all(r["target_offset"] is not None for r in rows)
+        assert len(rows) == PARTITIONS and all(r.target_offset is not None for r in rows)
 
     def audit_one() -> None:
         ops, cps = load_operations(spark, config, operation=op_ids[-1])
@@ -401,16 +385,7 @@ def operations(spark, location: Path, op_ids: list[str]) -> dict[str, Callable[[
 
 
 def run(args: argparse.Namespace) -> dict:
-    state = Path(tempfile.mkdtemp(prefix="bench-ledger-state-"))
-    os.environ["OFFSET_LEDGER_STATE_DIR"] = str(state)
-    root = Path(args.keep).resolve() if args.keep else Path(
-        tempfile.mkdtemp(prefix="bench-ledger-scale-"))
-    from pipelines.spark import get_spark
-
-    spark = get_spark("offset-ledger-bench", master="local[2]", ui=False)
-    spark.sparkContext.setLogLevel("ERROR")
-    # plan() in disaster mode warns once per call that P is not contacted: expected here.
-    logging.getLogger("pipelines.checkpoint.engine").setLevel(logging.ERROR)
+    spark, root, state = ledger_bench_session("bench-ledger-scale", args.keep)
     result: dict = {"cores": os.cpu_count(), "repeats": REPEATS,
                     "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     "sizes": {}}

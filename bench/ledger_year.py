@@ -24,17 +24,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import logging
-import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from bench import ledger_scale
-from bench.common import RESULTS_DIR
+from bench.common import RESULTS_DIR, ledger_bench_session, offline_checkpointer
 from bench.ledger_scale import measure
 from bench.year_history import (
     COMMIT_S,
@@ -84,27 +81,12 @@ def table_stats(spark, location: Path) -> dict:
 
 def verbs(spark, location: Path, pattern: Pattern, commits: int, op_ids: list[str]) -> dict:
     """The operator verbs' reads, Kafka-free (as ``bench.ledger_scale.operations``)."""
-    from ledger.config import config_from_mapping
     from ledger.engine import LedgerEngine
     from ledger.store import OffsetSyncStore
-    from ledger.tables import Ledger
     from pipelines.audit.audit import load_operations
-    from pipelines.checkpoint.engine import Checkpointer
 
-    raw = {"clusters": {a: {"bootstrap.servers": f"127.0.0.1:{port}"}  # never contacted
-                        for a, port in ((SOURCE, 1), (TARGET, 2))},
-           "flows": {FLOW: True}, "ledger": {"location": str(location)}}
-    config = config_from_mapping(raw, path=str(location.parent / "offset-ledger.yaml"))
-    ledger = Ledger(spark, str(location))
+    config, ledger, checkpointer = offline_checkpointer(spark, location, FLOW)
     groups = [f"year-g{g:02d}" for g in range(GROUPS)]
-
-    class Offline(Checkpointer):
-        """The target's groups have no commits (the only Kafka read of a disaster dry run)."""
-
-        def observe(self, cluster_alias, groups):
-            return [], {}
-
-    checkpointer = Offline(spark, config, ledger)
     flow = config.flow(FLOW)
     one = {topic_of(p)[0] for p in group_partitions(0)}
     group_topics = {topic_of(group_partitions(g)[0])[0] for g in range(GROUPS)}
@@ -285,15 +267,7 @@ def estimate(entries: list[dict], commits: int) -> tuple[float, float]:
 
 def run(args: argparse.Namespace) -> list[dict]:
     pattern = MODES[args.mode]
-    state = Path(tempfile.mkdtemp(prefix="bench-ledger-year-state-"))
-    os.environ["OFFSET_LEDGER_STATE_DIR"] = str(state)
-    root = Path(args.keep).resolve() if args.keep else Path(
-        tempfile.mkdtemp(prefix="bench-ledger-year-"))
-    from pipelines.spark import get_spark
-
-    spark = get_spark("offset-ledger-bench-year", master="local[2]", ui=False)
-    spark.sparkContext.setLogLevel("ERROR")
-    logging.getLogger("pipelines.checkpoint.engine").setLevel(logging.ERROR)
+    spark, root, state = ledger_bench_session("bench-ledger-year", args.keep)
     deadline = time.monotonic() + args.budget_minutes * 60
     entries: list[dict] = []
     RESULTS_DIR.mkdir(exist_ok=True)
