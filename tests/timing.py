@@ -76,11 +76,11 @@ def from_junit(xml_path: Path) -> dict[str, float]:
     """Node id -> seconds from pytest's JUnit XML (``classname`` is the dotted module path,
     plus the class for tests in a class)."""
     durations: dict[str, float] = {}
+    root = Path(__file__).resolve().parent.parent
     for case in ET.parse(xml_path).getroot().iter("testcase"):
         classname, name = case.get("classname", ""), case.get("name", "")
         parts = classname.split(".")
         # The module is the longest dotted prefix that is a file under tests/.
-        root = Path(__file__).resolve().parent.parent
         for cut in range(len(parts), 0, -1):
             module = Path(*parts[:cut]).with_suffix(".py")
             if (root / module).is_file():
