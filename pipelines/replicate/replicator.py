@@ -143,9 +143,11 @@ class FlowReplicator:
             self.flow = config.flow(self.flow.name)
         for alias in (self.flow.source, self.flow.target):
             kafka_admin.check_reachable(self.config.cluster(alias))
+        # Heartbeats first: a flow that allowlists ``heartbeats`` (MM2's default topics do)
+        # finds the topic its own pass creates, on a fresh cluster too.
+        self.heartbeat()
         plans = topics.plan_topics(self.config, self.flow)
         report = topics.ensure_replicas(self.config, self.flow, plans)
-        self.heartbeat()
         self.acl_sync.run_due(self.config, self.flow, [p.topic for p in plans])
         self.broken = dict(report.errors)
         self.refused = set()
