@@ -215,7 +215,11 @@ class LedgerEngine:
         if self._direct and self._readable(TABLES):
             return
         if self._direct:
-            # A new ledger (or a damaged one): Spark creates the tables, or names the damage.
+            # A new ledger: delta-rs creates the missing tables, no JVM started. A damaged one
+            # (or one delta-rs cannot create): Spark creates the tables, or names the damage.
+            if isinstance(commits.create_missing_tables(self.location), list) \
+                    and self._readable(TABLES):
+                return
             self.ledger.init()
             if not self._readable(TABLES):
                 self.decline("delta-rs cannot read every table")
