@@ -73,7 +73,7 @@ from ledger.policy import ReplicationPolicy
 from pipelines import metrics
 from pipelines.acls import sync as acl_sync
 from pipelines.args import add_flow_arguments, add_startup_wait
-from pipelines.edge import preflight
+from pipelines.edge import kafka_admin, preflight
 from pipelines.edge.kafka_offsets import list_offsets
 from pipelines.metrics.observe import ReplicationObserver, set_aside_reasons
 from pipelines.passes import stop_on_signals
@@ -129,6 +129,11 @@ def replicate_once(spark: Any | None, config: Config, flow_name: str, *,
     replicated is in ``result.errors``. ``observer`` (metrics) sees each recorded batch, the
     end offsets measured, and the positions at the end.
     """
+    flow = config.flow(flow_name)
+    for alias in (flow.source, flow.target):
+        # The probe refresh makes, made first: a dead target is named after one metadata wait
+        # instead of after the lease check's group lookup timed out on it as well.
+        kafka_admin.check_reachable(config.cluster(alias))
     if streamed(config, flow_name, wait_s=SESSION_TIMEOUT_MS / 1000 + 2):
         # A second copy of the same records would interleave with the stream's in the replica.
         raise LeaseError(f"flow {flow_name} is streamed by a running `offset-ledger replicate` "
