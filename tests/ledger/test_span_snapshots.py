@@ -4,6 +4,7 @@ it translates like the raw runs, reads only the newest files, and falls back whe
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 import pytest
 from pyspark.sql import functions as F
@@ -77,15 +78,27 @@ def raw(partition: int, part: str = "all") -> list[translation.Run]:
     return [translation.Run(*r) for r in chosen]
 
 
+@functools.cache
+def expected(runs: tuple[translation.Run, ...]) -> tuple[list, list, int, int]:
+    """The reference rule over the raw runs, at every offset (computed once per history: the
+    rule over 600 raw runs at 12,000 offsets takes seconds)."""
+    epoch = translation.current_epoch(runs)
+    upstream_end = max(r.upstream_end for r in epoch)
+    downstream_end = max(r.downstream_end for r in epoch)
+    return ([translation.forward(runs, x) for x in range(upstream_end + 3)],
+            [translation.reverse(runs, c) for c in range(downstream_end + 3)],
+            upstream_end, downstream_end)
+
+
 def assert_translates_like(store: OffsetSyncStore, partition: int,
                            runs: list[translation.Run]) -> None:
-    epoch = translation.current_epoch(runs)
-    for x in range(0, max(r.upstream_end for r in epoch) + 3):
-        assert store.forward("Payments", partition, x).offset == translation.forward(runs, x), x
-    for c in range(0, max(r.downstream_end for r in epoch) + 3):
-        assert store.reverse("Payments", partition, c).offset == translation.reverse(runs, c), c
-    assert store.upstream_end("Payments", partition) == max(r.upstream_end for r in epoch)
-    assert store.downstream_end("Payments", partition) == max(r.downstream_end for r in epoch)
+    forward, reverse, upstream_end, downstream_end = expected(tuple(runs))
+    for x, offset in enumerate(forward):
+        assert store.forward("Payments", partition, x).offset == offset, x
+    for c, offset in enumerate(reverse):
+        assert store.reverse("Payments", partition, c).offset == offset, c
+    assert store.upstream_end("Payments", partition) == upstream_end
+    assert store.downstream_end("Payments", partition) == downstream_end
 
 
 def test_the_snapshot_is_the_spans_at_its_version(ledger: dict) -> None:
