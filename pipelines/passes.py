@@ -40,25 +40,56 @@ from pipelines.edge import kafka_admin, kafka_errors
 log = logging.getLogger(__name__)
 
 
+COPY_WINDOW_S = 5.0
+"""In a supervised child, the stop signal again within this long is the supervisor's copy."""
+
+
 def stop_on_signals(stop: threading.Event, how: str) -> Callable[[], None]:
     """SIGTERM/SIGINT end a continuous run after recording what it did (a second signal
-    stops at once); returns the function restoring the previous handlers."""
+    stops at once); returns the function restoring the previous handlers.
+
+    A supervised child (:func:`supervise`) stopped through its process group (a terminal's
+    Ctrl-C, ``kill -INT -PGID``) gets the signal twice: the group's, and the copy its
+    supervisor forwards, which may come while the child's interpreter is already ending
+    (torture history 28009 eos: a ``KeyboardInterrupt`` traceback in ``threading._shutdown``).
+    There the same signal within ``COPY_WINDOW_S`` of the first is that copy: it changes
+    nothing, before or after ``restore``; another signal still stops at once (while the job
+    runs) or ends the stopped process quietly (after ``restore``).
+    """
+    supervised = settings.supervised_child()
+    first: list[tuple[int, float]] = []
+
+    def copy_of_first(signum: int) -> bool:
+        return supervised and bool(first) and first[0][0] == signum \
+            and time.monotonic() - first[0][1] < COPY_WINDOW_S
+
     def handle(signum: int, frame: Any) -> None:
         if stop.is_set():
+            if copy_of_first(signum):
+                return
             raise KeyboardInterrupt
+        first.append((signum, time.monotonic()))
         log.warning("signal %s: stopping, %s", signum, how)
         stop.set()
+
+    def after_stop(signum: int, frame: Any) -> None:
+        if copy_of_first(signum):
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signum)  # the job has stopped: nothing left to record
 
     installed = {sig: signal.signal(sig, handle) for sig in stops.SIGNALS}
     early, held = stops.take()  # one that came while the command started stops it now
     previous = held or installed
     if early is not None:
+        first.append((early, time.monotonic()))
         log.warning("signal %s (while the job started): stopping, %s", early, how)
         stop.set()
 
     def restore() -> None:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, after_stop if supervised and first else handler)
 
     return restore
 

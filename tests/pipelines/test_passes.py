@@ -158,3 +158,55 @@ def test_only_continuous_plain_runs_are_supervised(monkeypatch):
     assert not wants_supervisor(SimpleNamespace(**{**vars(args), "max_passes": 3}))
     monkeypatch.setenv("OFFSET_LEDGER_SUPERVISED_CHILD", "1")
     assert not wants_supervisor(args)
+
+
+STOPPED_CHILD = """
+import signal, sys, threading, time
+from pipelines import passes, stops
+stops.hold()
+stop = threading.Event()
+restore = passes.stop_on_signals(stop, "after the pass in flight")
+open(sys.argv[1], "w").close()
+stop.wait()
+time.sleep(0.2)  # the pass in flight ends
+restore()
+# A client's worker thread that interpreter shutdown still joins when the copy arrives.
+threading.Thread(target=lambda: (open(sys.argv[2], "w").close(), time.sleep(1.5))).start()
+sys.exit(0)
+"""
+
+
+def _child_stopped_by_its_group(tmp_path, sig: signal.Signals, copies: str) -> tuple[int, str]:
+    """A supervised child stopped by ``sig`` to its process group: it gets the group's signal
+    and the supervisor's forwarded copy, at once (``copies == "together"``) or once it is
+    already ending (``"late"``)."""
+    import subprocess
+
+    running, ending = tmp_path / "running", tmp_path / "ending"
+    env = {**os.environ, "OFFSET_LEDGER_SUPERVISED_CHILD": "1"}
+    child = subprocess.Popen([sys.executable, "-c", STOPPED_CHILD, str(running), str(ending)],
+                             env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not running.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # polls the child's own marker: the condition awaited
+    child.send_signal(sig)
+    if copies == "together":
+        child.send_signal(sig)
+    else:
+        while not ending.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        child.send_signal(sig)
+    _, err = child.communicate(timeout=60)
+    return child.returncode, err
+
+
+@pytest.mark.parametrize("copies", ["together", "late"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_the_supervisors_copy_of_a_group_stop_signal_ends_nothing_twice(tmp_path, sig, copies):
+    """Torture history 28009 eos: SIGINT to a continuous checkpoint's process group reached
+    its supervised child twice (the group's, then the supervisor's forwarded copy); the copy
+    came while the stopped child's interpreter was ending: a ``KeyboardInterrupt`` traceback
+    in ``threading._shutdown``. A copy of the stop signal is now no second signal."""
+    code, err = _child_stopped_by_its_group(tmp_path, sig, copies)
+    assert code == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
