@@ -84,7 +84,8 @@ class Ledger:
         # A local path's missing tables are created by delta-rs: the same tables (the columns
         # and types of ``ledger.schemas``, protocol 1/2) in milliseconds, where Spark takes a
         # second or more per table. An object store or a catalog goes through Spark.
-        made = commits.create_missing_tables(self.location) if self.path_based else None
+        made = (commits.create_missing_tables(self.location)
+                if self.path_based and self._spark_reads_local_paths() else None)
         if isinstance(made, list):
             created = dict.fromkeys(made, True)
         for name in TABLES:
@@ -103,6 +104,18 @@ class Ledger:
                 writer.saveAsTable(self.identifier(name))
             created[name] = True
         return created
+
+    def _spark_reads_local_paths(self) -> bool:
+        """Whether this session resolves the location where delta-rs writes: an explicit
+        ``file://``, or a schemeless path under a local default filesystem (not one set by
+        ``spark.hadoop.fs.defaultFS`` to HDFS, say)."""
+        if self.location.startswith("file://"):
+            return True
+        try:
+            default_fs = self.spark.sparkContext._jsc.hadoopConfiguration().get("fs.defaultFS")
+        except Exception:  # no JVM gateway here (Spark Connect): ask Spark to create them
+            return False
+        return str(default_fs or "file:///").startswith("file:")
 
     def exists(self, name: str) -> bool:
         if self.path_based:

@@ -31,6 +31,45 @@ def test_init_creates_every_table_and_is_idempotent(spark, tmp_path):
         assert [f.name for f in ledger.read(name).schema] == [f.name for f in schema]
 
 
+def test_a_local_ledger_is_created_by_delta_rs_and_spark_writes_it(spark, tmp_path):
+    """The tables of a local path come from delta-rs (no Spark write: milliseconds, not
+    seconds per table); Spark then appends to them and reads them as its own."""
+    ledger = Ledger(spark, str(tmp_path / "ledger"))
+    assert all(ledger.init().values())
+    for name in SCHEMAS:
+        (first,) = spark.sql(f"DESCRIBE HISTORY {ledger.identifier(name)}").collect()
+        # Spark's own empty write would be a WRITE; delta-rs records its CREATE TABLE
+        assert (first["version"], first["operation"]) == (0, "CREATE TABLE"), name
+    ledger.append(OFFSET_SYNCS, sync_rows(spark, (100, 500, 4, 0)), "flow-P->B", 0)
+    assert ledger.read(OFFSET_SYNCS).count() == 1
+
+
+class _Conf:
+    def __init__(self, default_fs):
+        self.default_fs = default_fs
+
+    def get(self, key):
+        assert key == "fs.defaultFS"
+        return self.default_fs
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("location", "default_fs", "local"), [
+    ("/data/ledger", "file:///", True), ("/data/ledger", None, True),
+    ("/data/ledger", "hdfs://nn:8020", False), ("file:///data/ledger", "hdfs://nn:8020", True),
+    ("/data/ledger", "no gateway", False)])
+def test_delta_rs_creates_only_where_spark_reads_the_same_disk(location, default_fs, local):
+    from types import SimpleNamespace
+
+    if default_fs == "no gateway":  # Spark Connect: no JVM behind the session object
+        spark = SimpleNamespace(sparkContext=SimpleNamespace())
+    else:
+        conf = _Conf(default_fs)
+        spark = SimpleNamespace(sparkContext=SimpleNamespace(_jsc=SimpleNamespace(
+            hadoopConfiguration=lambda: conf)))
+    assert Ledger(spark, location)._spark_reads_local_paths() is local
+
+
 def test_delta_time_travel_and_history_through_sql(spark, tmp_path):
     ledger = Ledger(spark, str(tmp_path / "ledger"))
     ledger.init()
