@@ -84,12 +84,12 @@ class Ledger:
         # A local path's missing tables are created by delta-rs: the same tables (the columns
         # and types of ``ledger.schemas``, protocol 1/2) in milliseconds, where Spark takes a
         # second or more per table. An object store or a catalog goes through Spark.
-        made = (commits.create_missing_tables(self.location)
-                if self.path_based and self._spark_reads_local_paths() else None)
-        if isinstance(made, list):
-            created = dict.fromkeys(made, True)
-        for name in TABLES:
-            if name in created:
+        by_delta_rs = (commits.create_missing_tables(self.location)
+                       if self.path_based and self._spark_reads_local_paths() else None)
+        made = set(by_delta_rs) if isinstance(by_delta_rs, list) else set()
+        for name in TABLES:  # the answer in the tables' order, whoever created them
+            if name in made:
+                created[name] = True
                 continue
             schema = spark_schema(name)
             if self.exists(name):
