@@ -47,8 +47,7 @@ from pipelines.replicate.sink import (
     DeliveryError,
     PartitionDeliveries,
     close_epoch_zero,
-    produce_epoch_zero,
-    produce_when_queue_drains,
+    produce_copy,
 )
 
 log = logging.getLogger(__name__)
@@ -191,12 +190,12 @@ def _classified(exc: Any, o: _Open, producer_config: Mapping[str, Any],
 
 def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, int], _Open],
                          max_bytes: int | None, zero: dict[str, Any]) -> None:
-    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, TopicPartition
+    from confluent_kafka import TopicPartition
 
     consumer.assign([TopicPartition(o.range.topic, o.range.partition, o.range.start)
                      for o in opened.values() if not o.done])
     active = sum(1 for o in opened.values() if not o.done)
-    produce, poll, consume = producer.produce, producer.poll, consumer.consume
+    poll, consume = producer.poll, consumer.consume
     limit = max_bytes or 0
     last_progress = time.monotonic()
     while active:
@@ -233,8 +232,7 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
                 ctopic, cpart = topic, part
                 o = opened[(topic, part)]
                 d = o.deliveries
-                end, replica, on_delivery = o.range.end, d.replica, d.on_delivery
-                append = d.upstream.append
+                end = o.range.end
                 position, nbytes, done = o.position, o.bytes, o.done
                 newest = d.newest_timestamp_ms if d.newest_timestamp_ms is not None else -1
             if done:
@@ -246,24 +244,10 @@ def _consume_and_produce(consumer: Any, producer: Any, opened: dict[tuple[str, i
                 active -= 1
                 consumer.pause([TopicPartition(topic, part)])
                 continue
-            ts_type, ts = msg.timestamp()
             key, value = msg.key(), msg.value()
-            append(offset)
-            if ts > 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
-                if ts > newest:
-                    newest = ts
-                try:
-                    # Positional (the order: sink.py): keywords cost half the call.
-                    produce(replica, value, key, part, on_delivery, None, ts, msg.headers())
-                except BufferError:
-                    produce_when_queue_drains(producer, replica, value, key, part,
-                                               on_delivery, ts, msg.headers())
-            elif ts == 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
-                newest = max(newest, 0)
-                produce_epoch_zero(producer, d, offset, key, value, msg.headers(), zero)
-            else:  # no timestamp (-1): the produce time, as the Java producer gives it
-                produce_when_queue_drains(producer, replica, value, key, part, on_delivery,
-                                           0, msg.headers())
+            ts = produce_copy(producer, d, msg, offset, key, value, zero)
+            if ts > newest:
+                newest = ts
             position = offset + 1
             if limit:
                 nbytes += (len(key) if key else 0) + (len(value) if value else 0)

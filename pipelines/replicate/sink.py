@@ -186,7 +186,45 @@ class PartitionDeliveries:
                                 builder.records, builder.newest_timestamp_ms)
 
 
-# --- the slow paths of the per-record produce (both copies: copy_task, stream_task) ---------
+# --- the per-record produce (both copies: copy_task, stream_task) ----------------------------
+
+# confluent_kafka.TIMESTAMP_NOT_AVAILABLE (a test pins it): a constant here keeps the import of
+# confluent-kafka out of the per-record path.
+TIMESTAMP_NOT_AVAILABLE = 0
+
+
+def produce_copy(producer: Any, d: PartitionDeliveries, msg: Any, offset: int,
+                 key: bytes | None, value: bytes | None, zero: dict[str, Any]) -> int:
+    """Produce one consumed record (``msg``, at upstream ``offset``) to ``d``'s replica
+    partition, queueing ``offset`` for pairing with its delivery report; return the record's
+    timestamp in ms, -1 when it has none.
+
+    The one per-record path of both copies, so it is their CPU: ``produce`` is called
+    positionally (the order: see the note above :class:`DeliveryError`). A record without a
+    timestamp is produced with the produce time, as the Java producer gives it; timestamp 0
+    goes through :func:`produce_epoch_zero` (librdkafka would replace it).
+    """
+    ts_type, ts = msg.timestamp()
+    d.upstream.append(offset)
+    if ts_type == TIMESTAMP_NOT_AVAILABLE:
+        ts = -1
+    if ts > 0:
+        try:
+            producer.produce(d.replica, value, key, d.partition, d.on_delivery, None, ts,
+                             msg.headers())
+        except BufferError:
+            produce_when_queue_drains(producer, d.replica, value, key, d.partition,
+                                      d.on_delivery, ts, msg.headers())
+    elif ts == 0:
+        produce_epoch_zero(producer, d, offset, key, value, msg.headers(), zero)
+    else:  # no timestamp: 0 asks librdkafka for the produce time
+        produce_when_queue_drains(producer, d.replica, value, key, d.partition, d.on_delivery,
+                                  0, msg.headers())
+        ts = -1
+    return ts
+
+
+# --- the slow paths of the per-record produce -------------------------------------------------
 
 
 def produce_when_queue_drains(producer: Any, replica: str, value: bytes | None,

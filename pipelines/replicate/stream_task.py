@@ -63,7 +63,7 @@ from pipelines.replicate.sink import (
     DeliveryError,
     PartitionDeliveries,
     close_epoch_zero,
-    produce_epoch_zero,
+    produce_copy,
     produce_when_queue_drains,
 )
 
@@ -145,7 +145,7 @@ class _Part:
         self.d = PartitionDeliveries(topic, replica, partition, latency=True)
         self.start = self.position = start
         self.bytes = 0
-        self.newest: int | None = None
+        self.newest = -1  # the newest record timestamp since the last report (-1: none)
         self.stopped = False  # a topic-level error: nothing more is read or reported
 
 
@@ -276,38 +276,20 @@ class _Copier:
 
     def _copy(self, msgs: list[Any]) -> int:
         """Produce ``msgs``' records to the replica; returns how many were produced."""
-        from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
-
-        produce = self.producer.produce
+        producer, parts, zero = self.producer, self.parts, self.zero
         produced = 0
         for msg in msgs:
             if msg.error() is not None:
                 self._read_error(msg)
                 continue
-            o = self.parts.get((msg.topic(), msg.partition()))
+            o = parts.get((msg.topic(), msg.partition()))
             if o is None or o.stopped:
                 continue
-            d = o.d
             offset = msg.offset()
             key, value = msg.key(), msg.value()
-            ts_type, ts = msg.timestamp()
-            d.upstream.append(offset)
-            if ts > 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
-                if o.newest is None or ts > o.newest:
-                    o.newest = ts
-                try:
-                    # Positional (the order: sink.py): keywords cost half the call.
-                    produce(d.replica, value, key, d.partition, d.on_delivery, None, ts,
-                            msg.headers())
-                except BufferError:
-                    produce_when_queue_drains(self.producer, d.replica, value, key,
-                                               d.partition, d.on_delivery, ts, msg.headers())
-            elif ts == 0 and ts_type != TIMESTAMP_NOT_AVAILABLE:
-                produce_epoch_zero(self.producer, d, offset, key, value, msg.headers(),
-                                    self.zero)
-            else:
-                produce_when_queue_drains(self.producer, d.replica, value, key, d.partition,
-                                           d.on_delivery, 0, msg.headers())
+            ts = produce_copy(producer, o.d, msg, offset, key, value, zero)
+            if ts > o.newest:
+                o.newest = ts
             o.position = offset + 1
             o.bytes += (len(key) if key else 0) + (len(value) if value else 0)
             produced += 1
@@ -363,9 +345,10 @@ class _Copier:
             o.d.latency[:] = [0, 0]
             out.append(channel.Delivered(
                 o.d.topic, o.d.replica, o.d.partition, o.start, tuple(runs), o.position,
-                records, o.bytes, o.newest, now_ms, lat_max, lat_sum, self.spec.task))
+                records, o.bytes, o.newest if o.newest >= 0 else None, now_ms, lat_max,
+                lat_sum, self.spec.task))
             o.start = runs[-1].upstream_end
-            o.bytes, o.newest = 0, None
+            o.bytes, o.newest = 0, -1
         self._report_taken(out)
 
     def _report_taken(self, out: list[channel.Delivered]) -> None:

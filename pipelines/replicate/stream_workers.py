@@ -9,6 +9,12 @@ Both only start and watch tasks: the task itself (``stream_task.run``) reports i
 errors on the runs channel, and stops when the driver asks there (``channel``), so stopping and
 reporting work alike on both.
 
+Why these are not ``executors``' pools: a bounded copy is a function call whose result is the
+batch (a pool of futures; a lost worker's group runs once more from the same planned offsets),
+a streaming task has no result and must never re-run from its start offsets (they are stale
+once it copied). They share the choice of local or Spark (``executors.use_local``), the slot
+count (``plan.task_slots``), the workers' parent watch and the copy code itself (``sink``).
+
 Invariants:
     * :meth:`finished` returns each task that ended, once, with whether it ended cleanly.
     * A Spark task is never retried with its original start offsets (they are stale once it

@@ -91,6 +91,27 @@ def test_html_report_renders_in_headless_chromium(config_path, tmp_path, capsys)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 
+def test_an_unchanged_audit_reuses_its_marts(spark, config_path, monkeypatch):
+    """The same audit of the same ledger versions runs dbt once per session; marts that are
+    gone are built again (the key's other parts: tests/pipelines/audit/test_build_key.py)."""
+    from ledger.config import load_config
+    from pipelines.audit import dbt_runner
+    from pipelines.audit.audit import run_audit
+
+    config = load_config(config_path)
+    first = run_audit(spark, config)
+    real, runs = dbt_runner.invoke_dbt, []
+
+    def counted(*args, **kwargs):
+        runs.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dbt_runner, "invoke_dbt", counted)
+    assert run_audit(spark, config) == first and runs == []
+    spark.sql(f"DROP TABLE {dbt_runner.dbt_schema()}.resume_audit")
+    assert run_audit(spark, config) == first and len(runs) == 1
+
+
 def test_audit_missing_ledger_is_an_error(tmp_path, capsys):
     path = str(tmp_path / "c.yaml")
     config_for(str(tmp_path / "nowhere"), path=path)
@@ -121,7 +142,7 @@ def test_evidence_audit_equals_time_travel(spark, config_path, tmp_path, monkeyp
     # By age alone (the Databricks dbt task): every reference operation is years old.
     by_age = run_audit(spark, config, variables={"time_travel_days": 30})
     assert {r["audit_source"] for r in by_age["resume_audit"]} == {"recorded_evidence"}
-    (left,) = tmp_path.glob("offset-ledger-dbt-*")  # three builds: the last one's marts
+    (left,) = tmp_path.glob("offset-ledger-dbt-*")  # the last build's marts
     assert [p.name for p in left.iterdir()] == ["tables"]
 
 

@@ -96,3 +96,76 @@ def test_records_still_in_flight_are_never_folded():
     assert d.upstream == [2, 3] and d.records_produced == 3
     with pytest.raises(sink.DeliveryError, match="2 record"):
         d.summary()
+
+
+class _Consumed:
+    """A consumed record's surface that the per-record produce reads."""
+
+    def __init__(self, ts_type: int, ts: int, headers=None) -> None:
+        self._ts, self._headers = (ts_type, ts), headers
+
+    def timestamp(self):
+        return self._ts
+
+    def headers(self):
+        return self._headers
+
+
+class _Producer:
+    """Records ``produce`` calls; raises BufferError ``full`` times first (a full queue)."""
+
+    def __init__(self, full: int = 0) -> None:
+        self.calls: list[tuple] = []
+        self.full, self.polls = full, 0
+
+    def produce(self, *args) -> None:
+        if self.full:
+            self.full -= 1
+            raise BufferError("Local: Queue full")
+        self.calls.append(args)
+
+    def poll(self, timeout: float) -> int:
+        self.polls += 1
+        return 0
+
+
+def test_the_timestamp_type_constant_is_confluent_kafkas():
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE
+
+    assert sink.TIMESTAMP_NOT_AVAILABLE == TIMESTAMP_NOT_AVAILABLE != TIMESTAMP_CREATE_TIME
+
+
+@pytest.mark.parametrize(("ts_type", "ts", "produced_ts", "returned"), [
+    (1, 1_700_000_000_123, 1_700_000_000_123, 1_700_000_000_123),  # CreateTime: kept
+    (2, 1_700_000_000_123, 1_700_000_000_123, 1_700_000_000_123),  # LogAppendTime: kept
+    (0, 1_700_000_000_123, 0, -1),  # no timestamp type: the produce time, none reported
+    (1, -1, 0, -1),                 # no timestamp: the produce time
+])
+def test_one_record_is_produced_positionally_to_the_same_partition(ts_type, ts, produced_ts,
+                                                                   returned):
+    d = sink.PartitionDeliveries("T", "P.T", 3)
+    producer = _Producer()
+    headers = [("h", b"1"), ("n", None)]
+    got = sink.produce_copy(producer, d, _Consumed(ts_type, ts, headers), 41, b"k", None, {})
+    assert got == returned
+    assert d.upstream == [41]
+    assert producer.calls == [("P.T", None, b"k", 3, d.on_delivery, None, produced_ts, headers)]
+
+
+def test_a_full_queue_is_served_until_the_record_fits():
+    d = sink.PartitionDeliveries("T", "P.T", 0)
+    producer = _Producer(full=3)
+    assert sink.produce_copy(producer, d, _Consumed(1, 5), 7, None, b"v", {}) == 5
+    # the first refusal leaves the fast path; the slow path serves reports after each other
+    assert producer.polls == 2 and len(producer.calls) == 1 and d.upstream == [7]
+
+
+def test_timestamp_zero_goes_the_epoch_zero_way(monkeypatch):
+    d = sink.PartitionDeliveries("T", "P.T", 0)
+    seen = []
+    monkeypatch.setattr(sink, "produce_epoch_zero",
+                        lambda producer, d_, offset, key, value, headers, zero:
+                        seen.append((d_, offset, key, value, headers)))
+    producer = _Producer()
+    assert sink.produce_copy(producer, d, _Consumed(1, 0), 9, b"k", b"v", {}) == 0
+    assert seen == [(d, 9, b"k", b"v", None)] and producer.calls == []
