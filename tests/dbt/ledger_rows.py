@@ -30,6 +30,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ledger.engine import LedgerEngine
 from ledger.schemas import (
     CHECKPOINTS,
     GROUP_OFFSETS,
@@ -79,30 +80,38 @@ def group_row(obs: str, cluster: str, group: str, topic: str, partition: int, of
             "observed_at": at_}
 
 
-def append(ledger: Ledger, name: str, rows: list[dict[str, Any]]) -> int:
+def append(ledger: Ledger | LedgerEngine, name: str, rows: list[dict[str, Any]]) -> int:
     """Append rows as one Delta commit; return the table's new version."""
+    if isinstance(ledger, LedgerEngine):
+        ledger.append(name, rows)
+        return ledger.version(name)
     schema = SCHEMAS[name]
     data = [tuple(row.get(f.name) for f in schema.fields) for row in rows]
     ledger.append(name, ledger.spark.createDataFrame(data, schema))
     return ledger.version(name)
 
 
-def record_evidence(ledger: Ledger, operation_id: str, checkpoints: list[dict[str, Any]],
-                    checkpoints_version: int, syncs_version: int, at_: dt.datetime) -> None:
+def record_evidence(ledger: Ledger | LedgerEngine, operation_id: str,
+                    checkpoints: list[dict[str, Any]], checkpoints_version: int,
+                    syncs_version: int, at_: dt.datetime) -> None:
     """The evidence the failover job records, with the job's own code."""
-    from ledger.store import OffsetSyncStore
     from pipelines.failover import evidence
 
-    stores = {flow: OffsetSyncStore.load(ledger, flow, syncs_version)
+    engine = LedgerEngine.of(ledger)
+    stores = {flow: engine.load_store(flow, syncs_version)
               for flow in {cp["flow"] for cp in checkpoints}}
-    evidence.record(ledger, config_for(ledger.location), checkpoints, {"G": operation_id},
+    evidence.record(engine, config_for(engine.location), checkpoints, {"G": operation_id},
                     stores, checkpoints_version, at_)
 
 
 def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]:
-    """Write the reference scenario; return the ids and versions a test asserts on."""
-    ledger = Ledger(spark, location)
-    ledger.init()
+    """Write the reference scenario; return the ids and versions a test asserts on.
+
+    ``ledger init`` creates the tables; every later commit is made as the jobs make it on a
+    local path ledger (``LedgerEngine``: delta-rs, no Spark job), one per batch or pass.
+    """
+    Ledger(spark, location).init()
+    ledger = LedgerEngine(location, lambda: spark)
     pb, bp = "P->B", "B->P"
     append(ledger, OFFSET_SYNCS, [sync_row(pb, "Payments", 0, 0, 0, 5, 0, at(1))])
     append(ledger, OFFSET_SYNCS, [sync_row(pb, "Payments", 0, 5, 5, 5, 1, at(2)),
@@ -185,8 +194,9 @@ def write_reference_ledger(spark: SparkSession, location: str) -> dict[str, Any]
     # after the failback: more replication; the audit at the failback's versions ignores it
     append(ledger, OFFSET_SYNCS, [sync_row(pb, "Payments", 0, 15, 13, 5, 3, at(11))])
     append(ledger, GROUP_OFFSETS, [group_row("o6", "P", "G", "Payments", 0, 15, at(12))])
-    return {"ledger": ledger, "syncs_v1": syncs_v1, "syncs_v2": syncs_v2, "cp_v1": cp_v1,
-            "cp_v2": cp_v2, "operations_version": ops_v2}
+    assert ledger.direct, "the reference ledger is written with delta-rs, as the jobs write it"
+    return {"ledger": Ledger(spark, location), "syncs_v1": syncs_v1, "syncs_v2": syncs_v2,
+            "cp_v1": cp_v1, "cp_v2": cp_v2, "operations_version": ops_v2}
 
 
 _REFERENCE: dict[str, dict[str, Any]] = {}
