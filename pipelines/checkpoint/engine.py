@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import logging
 import re
@@ -66,6 +67,9 @@ class CheckpointResult:
     writes: list[OffsetWrite] = field(default_factory=list)
     skipped: list[tuple[CheckpointRecord, str]] = field(default_factory=list)
     resume_points: list[ResumePoint] = field(default_factory=list)
+    # Offsets written beside the checkpoints' with no translation behind them (a move's log
+    # starts, ``commit(..., starts=...)``): in the same requests, reported apart from ``writes``.
+    starts: list[OffsetWrite] = field(default_factory=list)
     source_commits: list[GroupCommit] = field(default_factory=list)
     source_live: bool = True
     versions: dict[str, int] = field(default_factory=dict)
@@ -234,38 +238,45 @@ class Checkpointer:
         now = clock.now()
         result = CheckpointResult(uuid.uuid4().hex, flow.name)
         source_cluster = self.config.cluster(flow.source)
-        try:
-            if recorded_commits:
-                raise kafka_admin.KafkaAdminError(f"cluster {flow.source} declared lost",
-                                                  "unreachable")
-            kafka_admin.check_reachable(source_cluster, timeout=5.0)
-            group_ids = groups if groups is not None else self.groups_on(flow, flow.source)
-            commits, states = self.observe(flow.source, group_ids)
-        except kafka_admin.KafkaAdminError as exc:
-            # Only a source that does not answer is left for the recorded commits; refused
-            # credentials or a missing ACL are errors to fix (pipelines.edge.kafka_errors).
-            if not (allow_unreachable_source or recorded_commits) or groups is None \
-                    or exc.kind != "unreachable":
-                raise
-            log.warning("cluster %s unreachable: using the last recorded commits", flow.source)
-            result.source_live = False
-            group_ids = groups
-            commits, states = self.recorded_commits(flow.source, group_ids), {}
-        target_commits, target_states = self.observe(flow.target, group_ids)
-        result.source_commits = commits
-        mappings = self.mappings(flow, {c.topic for c in commits})
-        if self.engine.direct:  # in-process reads of a few files: one after the other
-            stores = self.load_stores(mappings)
-            latest_commits = self.latest_commits((flow.source, flow.target), group_ids,
-                                                 self._since(now))
-            latest = self.latest_checkpoints(flow.source, group_ids, now)
-        else:  # independent Spark reads: overlap their driver-side latency
-            with ThreadPoolExecutor(max_workers=2) as pool:
-                stores_f = pool.submit(self.load_stores, mappings)
-                commits_f = pool.submit(self.latest_commits, (flow.source, flow.target),
-                                        group_ids, self._since(now))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # Named groups: T's commits are read while S and the ledger are (Kafka waits, in
+            # the command's context: its admin clients); the ledger stays on this thread.
+            ahead = None if groups is None else pool.submit(
+                contextvars.copy_context().run, self.observe, flow.target, groups)
+            try:
+                if recorded_commits:
+                    raise kafka_admin.KafkaAdminError(f"cluster {flow.source} declared lost",
+                                                      "unreachable")
+                kafka_admin.check_reachable(source_cluster, timeout=5.0)
+                group_ids = groups if groups is not None else self.groups_on(flow, flow.source)
+                commits, states = self.observe(flow.source, group_ids)
+            except kafka_admin.KafkaAdminError as exc:
+                # Only a source that does not answer is left for the recorded commits; refused
+                # credentials or a missing ACL are errors to fix (pipelines.edge.kafka_errors).
+                if not (allow_unreachable_source or recorded_commits) or groups is None \
+                        or exc.kind != "unreachable":
+                    raise
+                log.warning("cluster %s unreachable: using the last recorded commits",
+                            flow.source)
+                result.source_live = False
+                group_ids = groups
+                commits, states = self.recorded_commits(flow.source, group_ids), {}
+            result.source_commits = commits
+            mappings = self.mappings(flow, {c.topic for c in commits})
+            if self.engine.direct:  # in-process reads of a few files: one after the other
+                stores = self.load_stores(mappings)
+                latest_commits = self.latest_commits((flow.source, flow.target), group_ids,
+                                                     self._since(now))
                 latest = self.latest_checkpoints(flow.source, group_ids, now)
-                stores, latest_commits = stores_f.result(), commits_f.result()
+            else:  # independent Spark reads: overlap their driver-side latency
+                with ThreadPoolExecutor(max_workers=2) as reads:
+                    stores_f = reads.submit(self.load_stores, mappings)
+                    commits_f = reads.submit(self.latest_commits, (flow.source, flow.target),
+                                             group_ids, self._since(now))
+                    latest = self.latest_checkpoints(flow.source, group_ids, now)
+                    stores, latest_commits = stores_f.result(), commits_f.result()
+            target_commits, target_states = (ahead.result() if ahead is not None
+                                             else self.observe(flow.target, group_ids))
         result.checkpoints = compute_checkpoints(
             commits, mappings, stores, _previous(latest), checkpoint_id=result.checkpoint_id,
             target_cluster=flow.target, now=now)
@@ -282,10 +293,14 @@ class Checkpointer:
 
     def commit(self, plan: CheckpointPlan, *, sync: bool,
                operation_id: str | Mapping[str, str] | None = None,
-               reason: str = "group_offset_sync", strict: bool = False) -> CheckpointResult:
+               reason: str = "group_offset_sync", strict: bool = False,
+               starts: Iterable[OffsetWrite] = ()) -> CheckpointResult:
         """Record a plan in the ledger and, with ``sync``, write its offsets on the target.
 
-        The offsets written are the plan's (``plan.writes``), never decided again here.
+        The offsets written are the plan's (``plan.writes``), never decided again here, and
+        ``starts`` (offsets with no checkpoint behind them: a move's log starts), which go out
+        in the same per-group requests and the same ``resume_points`` commit, and come back in
+        ``result.starts``.
 
         ``operation_id`` may map each group to its own operation (several groups, one pass).
         """
@@ -315,7 +330,8 @@ class Checkpointer:
         result.writes, result.skipped = [], []
         if sync:
             result.skipped.extend(plan.skipped)
-            self._sync(flow, result, plan.writes, operation_id, reason, strict, plan.now)
+            self._sync(flow, result, plan.writes, operation_id, reason, strict, plan.now,
+                       list(starts))
         result.versions[RESUME_POINTS] = self.engine.version(RESUME_POINTS)
         return result
 
@@ -349,12 +365,12 @@ class Checkpointer:
 
     def _sync(self, flow: FlowConfig, result: CheckpointResult, writes: list[OffsetWrite],
               operation_id: str | Mapping[str, str] | None, reason: str, strict: bool,
-              now: dt.datetime) -> None:
-        """Write the planned ``writes`` on the target (all groups' requests in flight at once);
-        record what took."""
+              now: dt.datetime, starts: list[OffsetWrite] | None = None) -> None:
+        """Write the planned ``writes`` and ``starts`` on the target (one request per group, all
+        groups' requests in flight at once); record what took in one ``resume_points`` commit."""
         target = self.config.cluster(flow.target)
         by_group: dict[str, list[OffsetWrite]] = {}
-        for w in writes:
+        for w in [*writes, *(starts or ())]:  # a start after a write of its key: it wins
             by_group.setdefault(w.group_id, []).append(w)
         active = kafka_admin.alter_groups_offsets(
             target, {g: {(w.topic, w.partition): w.offset for w in ws}
@@ -362,15 +378,17 @@ class Checkpointer:
         for group, group_writes in sorted(by_group.items()):
             if group in active:
                 log.warning("%s; not syncing its offsets this pass", active[group])
-                result.skipped.extend((w.checkpoint, str(active[group])) for w in group_writes)
+                result.skipped.extend((w.checkpoint, str(active[group])) for w in group_writes
+                                      if w.checkpoint is not None)
                 continue
-            result.writes.extend(group_writes)
+            result.writes.extend(w for w in group_writes if w.checkpoint is not None)
+            result.starts.extend(w for w in group_writes if w.checkpoint is None)
         result.resume_points = [
             resume_point(w, operation_id=operation_id.get(w.group_id)
                          if isinstance(operation_id, Mapping) else operation_id,
                          reason=reason, cluster=flow.target,
                          checkpoints_version=result.versions[CHECKPOINTS], now=now)
-            for w in result.writes]
+            for w in [*result.writes, *result.starts]]
         self.engine.append(RESUME_POINTS, records.rows(result.resume_points))
 
 

@@ -43,11 +43,11 @@ from ledger import clock, records
 from ledger.config import Config, FlowConfig
 from ledger.engine import LedgerEngine
 from ledger.errors import OffsetLedgerError
-from ledger.records import Operation
+from ledger.records import CheckpointRecord, Operation
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
 from pipelines.acls import check as acl_check
-from pipelines.checkpoint.compute import OffsetWrite
+from pipelines.checkpoint.compute import GroupCommit, OffsetWrite
 from pipelines.checkpoint.coverage import CommitCoverage, Need, log_start_keys, needs_for
 from pipelines.checkpoint.engine import (
     Checkpointer,
@@ -308,21 +308,28 @@ class Mover:
         mode = "disaster" if not live else "cutoff" if options.cutoff else "continuous"
         acls = acl_check.for_move(self.config, source, target, subscribe, live,
                                   options.require_acls)
-        if options.dry_run:
+        if options.dry_run:  # what the last branch would write
             result = plan.result
             starts = self.start_offsets(groups, target, subscribe,
-                                        {(w.group_id, w.topic, w.partition)
-                                         for w in result.writes}, at_start)
-        else:
-            result = self.checkpointer.commit(plan, sync=not latest, operation_id=operation_ids,
+                                        written_keys(plan.writes, plan.skipped) - set(at_start),
+                                        at_start, committed=_committed(plan.target_commits))
+        elif latest:
+            result = self.checkpointer.commit(plan, sync=False, operation_id=operation_ids,
                                               reason=kind, strict=True)
-            if latest:
-                self.write_latest(plan, result, operation_ids, kind)
-            written = {(w.group_id, w.topic, w.partition) for w in result.writes} | {
-                (cp.group_id, cp.target_topic, cp.partition) for cp, _ in result.skipped}
-            starts = self.start_offsets(groups, target, subscribe, written - set(at_start),
-                                        at_start)
+            self.write_latest(plan, result, operation_ids, kind)
+            starts = self.start_offsets(groups, target, subscribe,
+                                        written_keys(result.writes, result.skipped)
+                                        - set(at_start), at_start)
             self.write_starts(starts, operation_ids, kind, target)
+        else:
+            # Strict: every planned write is made or the move fails, so the log starts are
+            # known before the commit and go out in the same requests (one wave per move).
+            starts = self.start_offsets(groups, target, subscribe,
+                                        written_keys(plan.writes, plan.skipped) - set(at_start),
+                                        at_start, committed=_committed(plan.target_commits))
+            result = self.checkpointer.commit(plan, sync=True, operation_id=operation_ids,
+                                              reason=kind, strict=True, starts=starts)
+        if not options.dry_run:
             evidence.record(self.engine, self.config, result.checkpoints, operation_ids,
                             plan.stores, result.versions[CHECKPOINTS], plan.now)
         seconds = time.monotonic() - started_mono
@@ -393,6 +400,7 @@ class Mover:
     def start_offsets(self, groups: list[str], target: str, subscribe: dict[str, list[str]],
                       written: set[tuple[str, str, int]],
                       at_start: Mapping[tuple[str, str, int], int | None] | None = None,
+                      committed: Mapping[str, Mapping[tuple[str, int], int]] | None = None,
                       ) -> list[OffsetWrite]:
         """Offsets at the log start for subscribed partitions where a group has nothing on Y.
 
@@ -401,7 +409,8 @@ class Mover:
         its ``auto.offset.reset``, so nothing is skipped. ``at_start`` partitions (the group
         committed on X where nothing before its commit is left to copy) start there too, or at
         the offset given (the first run's copy), even when not subscribed by name (never
-        rewinding an offset the group has on Y).
+        rewinding an offset the group has on Y). ``committed``: the groups' offsets on Y,
+        when the caller observed them already (read from Y otherwise).
         """
         at_start = at_start or {}
         cluster = self.config.cluster(target)
@@ -410,9 +419,10 @@ class Mover:
         lows = kafka_offsets.list_offsets(cluster, "earliest", [
             (topic, p) for topic in named if topic in topics for p in range(topics[topic])])
         writes = []
-        committed = kafka_offsets.committed_of(cluster, groups)
+        if committed is None:
+            committed = kafka_offsets.committed_of(cluster, groups)
         for group in groups:
-            existing = committed[group]
+            existing = committed.get(group, {})
             for (topic, partition), low in sorted(lows.items()):
                 key = (group, topic, partition)
                 wanted = topic in subscribe[group] or key in at_start
@@ -452,6 +462,21 @@ class Mover:
         ) for g in move.groups]
         self.engine.append(OPERATIONS, records.rows(operations))
         result.versions[OPERATIONS] = self.engine.version(OPERATIONS)
+
+
+def written_keys(writes: Iterable[OffsetWrite],
+                 skipped: Iterable[tuple[CheckpointRecord, str]]) -> set[tuple[str, str, int]]:
+    """``(group, target topic, partition)`` a pass wrote or decided not to write."""
+    return {(w.group_id, w.topic, w.partition) for w in writes} | {
+        (cp.group_id, cp.target_topic, cp.partition) for cp, _ in skipped}
+
+
+def _committed(commits: Iterable[GroupCommit]) -> dict[str, dict[tuple[str, int], int]]:
+    """``{group: {(topic, partition): offset}}`` of observed commits."""
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for c in commits:
+        out.setdefault(c.group_id, {})[(c.topic, c.partition)] = c.offset
+    return out
 
 
 def _by_group(writes: Iterable[OffsetWrite]) -> dict[str, dict[tuple[str, int], int]]:

@@ -11,15 +11,20 @@ Invariants:
     * A cluster that does not answer (or refuses the credentials) is reported as text in the
       result (``FlowStatus.error``, ``GroupStatus.errors``); it never raises out of a round.
     * One :class:`Gatherer` per round: its caches (reachability, topic lists) are one round's.
+    * Overlap without sharing: only Kafka reads of the groups' commits run beside the round
+      (:meth:`Gatherer.read_commits_ahead`), in the command's context (its admin clients);
+      every ledger read stays on the calling thread.
 """
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 
 from confluent_kafka import Consumer, TopicPartition
@@ -96,6 +101,7 @@ class Gatherer:
         self._errors: dict[str, str | None] = {}
         self._topics: dict[str, dict[str, int]] = {}
         self._progress_rows: dict[str, dict] = {}
+        self._commit_reads: dict[tuple[str, tuple[str, ...]], Future] = {}
         # Many groups: one whole load of a flow's runs per report, not one per group; one
         # group: only its partitions' runs, as failover reads them (the operator path).
         self._stores: dict[str, OffsetSyncStore] | None = {} if many_groups else None
@@ -195,7 +201,28 @@ class Gatherer:
 
     # --- groups ----------------------------------------------------------------------------
 
+    def read_commits_ahead(self, pool: Executor, aliases: Iterable[str],
+                           groups: list[str]) -> None:
+        """Start reading ``groups``' commits on each cluster on ``pool``: they wait on Kafka
+        while the flows are gathered, and :meth:`groups_status` takes them when it gets there."""
+        if not groups:
+            return
+        for alias in dict.fromkeys(aliases):
+            self.cluster_error(alias)  # here: the pool only reads the filled cache
+            context = contextvars.copy_context()  # the command's clients, one copy per task
+            self._commit_reads[(alias, tuple(groups))] = pool.submit(
+                context.run, self._read_commits, alias, groups)
+
     def _commits(self, alias: str, groups: list[str]) -> dict[str, list[CommitLag]] | str:
+        """:meth:`_read_commits`, once per cluster and round (read ahead or now)."""
+        key = (alias, tuple(groups))
+        if key not in self._commit_reads:
+            done: Future = Future()
+            done.set_result(self._read_commits(alias, groups))
+            self._commit_reads[key] = done
+        return self._commit_reads[key].result()
+
+    def _read_commits(self, alias: str, groups: list[str]) -> dict[str, list[CommitLag]] | str:
         """Every group's commits on ``alias`` with the partitions' ends: concurrent offset
         fetches and one end-offset request for all groups, not round trips per group."""
         error = self.cluster_error(alias)

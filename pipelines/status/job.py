@@ -22,6 +22,7 @@ import argparse
 import logging
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ledger import clock
 from ledger.config import Config, FlowConfig
@@ -80,13 +81,18 @@ def gather_report(config: Config, ledger, flows: list[FlowConfig], groups: list[
 
     gatherer = Gatherer(config, ledger, many_groups=len(groups) * len(flows) > 1)
     report = Report(clock.now())
-    by_flow = {f.name: gatherer.flow_status(f) for f in flows}
-    report.flows = list(by_flow.values())
-    checkpoints = gatherer.checkpoints(groups, flows)
-    last_moves = gatherer.last_moves(groups)
-    by_group = {(st.group, st.flow): st for f in flows
-                for st in gatherer.groups_status(groups, f, by_flow[f.name], checkpoints,
-                                                 last_moves)}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # The groups' commits are read on both clusters while the flows' ends and the
+        # ledger are read here: a round costs about its longest part, not their sum.
+        gatherer.read_commits_ahead(pool, [a for f in flows for a in (f.source, f.target)],
+                                    groups)
+        by_flow = {f.name: gatherer.flow_status(f) for f in flows}
+        report.flows = list(by_flow.values())
+        checkpoints = gatherer.checkpoints(groups, flows)
+        last_moves = gatherer.last_moves(groups)
+        by_group = {(st.group, st.flow): st for f in flows
+                    for st in gatherer.groups_status(groups, f, by_flow[f.name], checkpoints,
+                                                     last_moves)}
     report.groups = [by_group[(g, f.name)] for g in dict.fromkeys(groups) for f in flows]
     report.exit_code = exit_code(report.flows, report.groups, groups_only)
     return report

@@ -133,8 +133,10 @@ class RecordingEngine:
 
     def __init__(self):
         self.appended: dict[str, list[dict]] = {}
+        self.commits: list[str] = []
 
     def append(self, table, rows):
+        self.commits.append(table)
         self.appended.setdefault(table, []).extend(rows)
 
     def version(self, table):
@@ -178,3 +180,42 @@ def test_a_pass_writes_exactly_the_offsets_its_plan_decided(monkeypatch):
     reasons = {cp.group_id: why for cp, why in out.skipped}
     assert set(reasons) == {"A", "H", "K"} and "active" in reasons["A"]
     assert reasons["H"].startswith("never rewind")
+
+
+def test_log_starts_go_out_in_the_checkpoints_requests_and_one_resume_points_commit(
+        monkeypatch):
+    commits = [GroupCommit("P", g, "Payments", 0, 112) for g in ("G", "A")]
+    rows = checkpoints(commits)
+    planned, skipped = decide_offset_writes(rows, {})
+    result = CheckpointResult("c1", "P->B", checkpoints=rows, writes=list(planned),
+                              skipped=list(skipped), source_commits=commits,
+                              versions={schemas.OFFSET_SYNCS: 3})
+    plan = CheckpointPlan(CONFIG.flow("P->B"), result, [], {}, NOW, writes=planned,
+                          skipped=skipped)
+    starts = [OffsetWrite("G", "Refunds", 0, 4, None, None),
+              OffsetWrite("A", "Refunds", 1, 0, None, None),
+              OffsetWrite("N", "Refunds", 0, 2, None, None)]  # a group with starts only
+    calls = []
+
+    def alter(cluster, offsets, *, skip_active=False):
+        calls.append(({g: dict(o) for g, o in offsets.items()}, skip_active))
+        return {"A": kafka_admin.GroupActiveError("group A has active members on B")}
+
+    monkeypatch.setattr(kafka_admin, "alter_groups_offsets", alter)
+    checkpointer = Checkpointer.__new__(Checkpointer)
+    checkpointer.engine, checkpointer.config = RecordingEngine(), CONFIG
+    out = checkpointer.commit(plan, sync=True, operation_id={"G": "op-g", "A": "op-a",
+                                                             "N": "op-n"},
+                              reason="failover", starts=starts)
+
+    assert calls == [({"A": {("P.Payments", 0): 506, ("Refunds", 1): 0},
+                       "G": {("P.Payments", 0): 506, ("Refunds", 0): 4},
+                       "N": {("Refunds", 0): 2}}, True)]  # one wave, one request per group
+    assert [(w.group_id, w.topic) for w in out.writes] == [("G", "P.Payments")]
+    assert [(w.group_id, w.offset) for w in out.starts] == [("G", 4), ("N", 2)]
+    assert [cp.group_id for cp, _ in out.skipped] == ["A"]  # an active group: nothing of it
+    assert checkpointer.engine.commits.count(schemas.RESUME_POINTS) == 1
+    points = checkpointer.engine.appended[schemas.RESUME_POINTS]
+    assert [(p["operation_id"], p["topic"], p["offset"], p["checkpoint_id"]) for p in points] \
+        == [("op-g", "P.Payments", 506, "c1"), ("op-g", "Refunds", 4, None),
+            ("op-n", "Refunds", 2, None)]
