@@ -6,8 +6,9 @@ Invariants:
     * Runs of a flow partition are taken in write order ``(written_at, batch_id,
       downstream_offset)``. ``runs`` holds, per (topic, partition), only the **spans** of the
       current downstream epoch (:mod:`ledger.spans`: contiguous runs coalesced where that
-      changes no translation), computed in Spark, so a load collects a few rows per partition
-      whatever the length of history; the raw runs stay in ``offset_syncs`` as the audit
+      changes no translation), computed in Spark or, on a path ledger, in the delta-rs query
+      (:mod:`ledger.span_sql`), so a load collects a few rows per partition whatever the
+      length of history; the raw runs stay in ``offset_syncs`` as the audit
       record. What Spark reads is bounded too when ``offset_sync_spans`` holds a snapshot of
       the flow: its spans plus the runs written since (:mod:`ledger.span_snapshots`).
       ``forward``, ``reverse``, ``upstream_end`` and ``downstream_end`` on the spans
@@ -18,14 +19,14 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ledger import span_snapshots, translation
-from ledger import spans as span_rules
+from ledger import translation
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS
 from ledger.span_snapshots import SpanSnapshot, partition_filter, restrict, tail_start
+from ledger.span_sql import RUN_COLUMNS, spans_sql
 
 if TYPE_CHECKING:  # pyspark is imported where Spark reads: a delta-rs load never needs it
     from pyspark.sql import DataFrame
@@ -40,12 +41,17 @@ class SqlReader(Protocol):
 
     def exists(self, table: str) -> bool: ...
 
-    def query(self, sql: str, **tables: str) -> list[dict[str, Any]]: ...
+    def query(self, sql: str, versions: Mapping[str, int | None] | None = None,
+              **tables: str) -> list[dict[str, Any]]: ...
 
 
 RAW_ON_DRIVER = 200_000
-"""Up to this many raw runs (no snapshot, or a rewound partition) a delta-rs load coalesces on
-the driver; beyond, Spark computes the spans (:func:`_spans`)."""
+"""Up to this many spans a delta-rs load brings to the driver; beyond, Spark computes them."""
+
+RUNS_IN_PROCESS = 1_000_000
+"""Up to this many runs (snapshot spans, tail, rewound partitions) a delta-rs load coalesces in
+process (DataFusion, :mod:`ledger.span_sql`: 600,000 runs take about 2.5 s and 480 MB on a
+2-core machine); beyond, Spark computes the spans (:func:`_spans`)."""
 
 
 @dataclass(frozen=True)
@@ -123,59 +129,45 @@ class OffsetSyncStore:
         The same reads as :meth:`load`: the snapshot's spans and the runs written after it
         (``written_at`` above :func:`~ledger.span_snapshots.tail_start`, so Delta skips every
         older file), the raw runs of a partition only without a snapshot or after a rewind into
-        it; the spans are computed on the driver (:mod:`ledger.spans`, the rule ``_spans``
-        computes in Spark). ``None`` when more than ``TAIL_ON_DRIVER`` tail runs or
-        ``RAW_ON_DRIVER`` raw runs would come to the driver: :meth:`load` computes those in
-        Spark.
+        it. The spans are computed by the query itself (:mod:`ledger.span_sql`, the plan
+        ``_spans`` runs in Spark): only spans reach Python. ``None`` when more than
+        ``RUNS_IN_PROCESS`` runs would be coalesced or more than ``RAW_ON_DRIVER`` spans would
+        come back: :meth:`load` computes those in Spark.
         """
-        from ledger.sql import literal
+        from ledger.sql import literal, timestamp
 
         version = engine.version(OFFSET_SYNCS) if version is None else version
         store = cls(flow, version)
         if (topics is not None and not topics) or (partitions is not None and not partitions):
             return store
         where = f"flow = {literal(flow)}" + restrict_sql(topics, partitions)
-        columns = ("topic, {partition}, replica_topic, upstream_offset, downstream_offset, "
-                   "length, written_at, batch_id")
         at = {"s": version}
-        snapshot = None
+        runs = f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where}"
         if engine.exists(OFFSET_SYNC_SPANS):
-            found = engine.query(f"SELECT * FROM {{sp}} WHERE {where}", sp=OFFSET_SYNC_SPANS)
-            head = found[:1] or engine.query(
-                f"SELECT * FROM {{sp}} WHERE flow = {literal(flow)} LIMIT 1",
-                sp=OFFSET_SYNC_SPANS)
-            if head:
-                snapshot = SpanSnapshot.from_rows(flow, found, head[0])
-        if snapshot is not None and snapshot.version <= version:
-            from ledger.sql import timestamp
-
-            limit = span_snapshots.TAIL_ON_DRIVER
-            tail = engine.query(
-                f"SELECT {columns} FROM {{s}} WHERE {where} AND written_at > "
-                f"{timestamp(tail_start(snapshot.covered_until))} LIMIT {limit + 1}",
-                at, s=OFFSET_SYNCS)
-            if len(tail) > limit:
-                return None
-            spans, replica_topics, rewound = snapshot.extend_rows(tail)
-            store.runs.update(spans)
-            store.replica_topics.update(replica_topics)
-            if not rewound:
-                return store
-            where += restrict_sql(None, rewound)
-        raw = engine.query(f"SELECT {columns} FROM {{s}} WHERE {where} "
-                           f"LIMIT {RAW_ON_DRIVER + 1}", at, s=OFFSET_SYNCS)
-        if len(raw) > RAW_ON_DRIVER:
+            head = engine.query(f"SELECT offset_syncs_version, covered_until FROM {{sp}} "
+                                f"WHERE flow = {literal(flow)} LIMIT 1", sp=OFFSET_SYNC_SPANS)
+            if head and head[0]["offset_syncs_version"] <= version:
+                after = f"written_at > {timestamp(tail_start(head[0]['covered_until']))}"
+                rewound = _rewound(engine, where, after, at)
+                kept = f" AND NOT ({_partitions_sql(rewound)})" if rewound else ""
+                runs = (f"SELECT {RUN_COLUMNS} FROM {{sp}} WHERE {where}{kept} UNION ALL "
+                        f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where} AND {after}{kept}")
+                if rewound:  # read raw, its whole history, as without a snapshot
+                    runs += (f" UNION ALL SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where} "
+                             f"AND ({_partitions_sql(rewound)})")
+        tables = {"s": OFFSET_SYNCS, "sp": OFFSET_SYNC_SPANS} if "{sp}" in runs \
+            else {"s": OFFSET_SYNCS}
+        counted = engine.query(f"SELECT COUNT(*) AS runs FROM (SELECT 1 FROM ({runs}) AS r "
+                               f"LIMIT {RUNS_IN_PROCESS + 1}) AS c", at, **tables)
+        if counted[0]["runs"] > RUNS_IN_PROCESS:
             return None
-        by_key: dict[tuple[str, int], list[dict]] = {}
-        for r in sorted(raw, key=lambda r: (r["written_at"], r["batch_id"],
-                                            r["downstream_offset"])):
-            by_key.setdefault((r["topic"], r["partition"]), []).append(r)
-        for key, rows in by_key.items():
-            epoch = translation.current_epoch(
-                translation.Run(r["upstream_offset"], r["downstream_offset"], r["length"])
-                for r in rows)
-            store.runs[key] = span_rules.coalesce(epoch)
-            store.replica_topics[key[0]] = rows[-1]["replica_topic"]
+        spans = engine.query(spans_sql(runs, RAW_ON_DRIVER + 1), at, **tables)
+        if len(spans) > RAW_ON_DRIVER:
+            return None
+        for r in spans:
+            store.runs.setdefault((r["topic"], r["partition"]), []).append(
+                translation.Run(r["u"], r["d"], r["n"]))
+            store.replica_topics[r["topic"]] = r["replica_topic"]
         return store
 
     def _epoch(self, topic: str, partition: int) -> list[translation.Run] | Untranslatable:
@@ -220,20 +212,44 @@ class OffsetSyncStore:
         return max(r.downstream_end for r in runs) if runs else None
 
 
+def _partitions_sql(partitions: Iterable[tuple[str, int]]) -> str:
+    """``(topic = t AND {partition} IN (...)) OR ...`` for ``(topic, partition)`` pairs."""
+    from ledger.sql import literal
+
+    by_topic: dict[str, set[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, set()).add(int(partition))
+    terms = [f"(topic = {literal(t)} AND {{partition}} IN ({', '.join(map(str, sorted(ps)))}))"
+             for t, ps in sorted(by_topic.items())]
+    return " OR ".join(terms) or "FALSE"
+
+
+def _rewound(engine: SqlReader, where: str, after: str, at: dict[str, int]
+             ) -> set[tuple[str, int]]:
+    """Partitions whose runs after the snapshot start upstream below its highest end (a
+    rewind into what the spans cover: :func:`ledger.spans.extend` would give ``None``)."""
+    lows = engine.query(f"SELECT topic, {{partition}}, MIN(upstream_offset) AS low FROM {{s}} "
+                        f"WHERE {where} AND {after} GROUP BY topic, {{partition}}", at,
+                        s=OFFSET_SYNCS)
+    if not lows:
+        return set()
+    highs = {(r["topic"], r["partition"]): r["high"] for r in engine.query(
+        f"SELECT topic, {{partition}}, MAX(upstream_offset + length) AS high FROM {{sp}} "
+        f"WHERE {where} GROUP BY topic, {{partition}}", sp=OFFSET_SYNC_SPANS)}
+    return {(r["topic"], r["partition"]) for r in lows
+            if (r["topic"], r["partition"]) in highs
+            and r["low"] < highs[(r["topic"], r["partition"])]}
+
+
 def restrict_sql(topics: set[str] | None, partitions: Iterable[tuple[str, int]] | None) -> str:
     """`` AND ...`` limiting a query to ``topics`` and ``partitions`` (``restrict`` in SQL)."""
-    from ledger.sql import literal, literals
+    from ledger.sql import literals
 
     out = ""
     if topics is not None:
         out += f" AND topic IN {literals(topics)}"
     if partitions is not None:
-        by_topic: dict[str, set[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, set()).add(int(partition))
-        terms = [f"(topic = {literal(t)} AND {{partition}} IN ({', '.join(map(str, sorted(ps)))}))"
-                 for t, ps in sorted(by_topic.items())]
-        out += f" AND ({' OR '.join(terms) or 'FALSE'})"
+        out += f" AND ({_partitions_sql(partitions)})"
     return out
 
 

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from bench.scan_metrics import scan_stats
 from ledger import span_snapshots, translation
+from ledger import store as store_module
 from ledger.engine import LedgerEngine
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA
 from ledger.span_refresh import commits_since, refresh, refresh_if_behind
@@ -142,8 +143,8 @@ def test_delta_rs_loads_the_spans_spark_loads(ledger: dict, monkeypatch) -> None
         assert direct is not None and engine.direct, kwargs
         assert (direct.version, direct.runs, direct.replica_topics) == (
             by_spark.version, by_spark.runs, by_spark.replica_topics), kwargs
-    # A tail longer than the driver takes: the engine leaves the load to Spark, same spans.
-    monkeypatch.setattr(span_snapshots, "TAIL_ON_DRIVER", 10)
+    # More runs than a process coalesces: the engine leaves the load to Spark, same spans.
+    monkeypatch.setattr(store_module, "RUNS_IN_PROCESS", 10)
     assert OffsetSyncStore.load_direct(engine, "P->B") is None
     assert engine.load_store("P->B").runs == OffsetSyncStore.load(spark_ledger, "P->B").runs
     assert not engine.direct
