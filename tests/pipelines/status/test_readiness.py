@@ -18,7 +18,7 @@ from pipelines.status.readiness import (
     PartitionLag,
     exit_code,
 )
-from pipelines.status.render import Report, as_dict, to_table
+from pipelines.status.render import Report, as_dict, to_json, to_table
 
 pytestmark = pytest.mark.unit
 
@@ -96,7 +96,12 @@ def test_table_and_json_carry_the_same_facts():
                       last_run=at - dt.timedelta(seconds=10))
     report = Report(at, [flow], [group([CommitCoverage("forward", "T", 0, 312, 302,
                                                  committed_left=False)])], 0)
-    data = json.loads(json.dumps(as_dict(report)))
+    document = to_json(report)
+    data = json.loads(document)
+    assert data == json.loads(to_json(report, one_line=True)) == as_dict(report)
+    assert len(to_json(report, one_line=True).splitlines()) == 1
+    partition = json.dumps(as_dict(report)["flows"][0]["partitions"][0])
+    assert f"\n        {partition}\n" in document  # indented; a row on a line of its own
     assert data["flows"][0]["partitions"][0]["only_markers_left"] is True
     assert data["flows"][0]["last_run_age_seconds"] == 10.0
     assert data["groups"][0]["verdict"] == "ready to fail over P -> B"
