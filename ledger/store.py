@@ -140,7 +140,13 @@ class OffsetSyncStore:
         store = cls(flow, version)
         if (topics is not None and not topics) or (partitions is not None and not partitions):
             return store
-        where = f"flow = {literal(flow)}" + restrict_sql(topics, partitions)
+        # Partitions are kept below, not in the SQL: a predicate of hundreds of
+        # (topic, partition IN ...) terms, evaluated at every scan of the query's plan, costs
+        # more than the spans of a selected topic's other partitions.
+        if partitions is not None:
+            topics = {t for t, _ in partitions} & (topics if topics is not None
+                                                    else {t for t, _ in partitions})
+        where = f"flow = {literal(flow)}" + restrict_sql(topics, None)
         at = {"s": version}
         runs = f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where}"
         if engine.exists(OFFSET_SYNC_SPANS):
@@ -165,9 +171,10 @@ class OffsetSyncStore:
         if len(spans) > RAW_ON_DRIVER:
             return None
         for r in spans:
-            store.runs.setdefault((r["topic"], r["partition"]), []).append(
-                translation.Run(r["u"], r["d"], r["n"]))
-            store.replica_topics[r["topic"]] = r["replica_topic"]
+            if partitions is None or (r["topic"], r["partition"]) in partitions:
+                store.runs.setdefault((r["topic"], r["partition"]), []).append(
+                    translation.Run(r["u"], r["d"], r["n"]))
+                store.replica_topics[r["topic"]] = r["replica_topic"]
         return store
 
     def _epoch(self, topic: str, partition: int) -> list[translation.Run] | Untranslatable:
