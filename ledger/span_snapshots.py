@@ -170,8 +170,8 @@ class SpanSnapshot:
 
     def extend_rows(self, rows: Iterable[dict]
                     ) -> tuple[dict[Key, list[Run]], dict[str, str], set[Key]]:
-        """:meth:`extend_on_driver` over the tail's rows (``offset_syncs`` columns, any order),
-        read by either engine (``ledger.engine``)."""
+        """:meth:`extend_on_driver` over the tail's rows (``offset_syncs`` columns, any order).
+        A delta-rs load does this in its query instead (:mod:`ledger.span_sql`)."""
         tails: dict[Key, list] = {}
         replica_topics = {topic: spans_of[0]["replica_topic"]
                           for (topic, _), spans_of in self.rows.items()}

@@ -144,15 +144,17 @@ class OffsetSyncStore:
         # (topic, partition IN ...) terms, evaluated at every scan of the query's plan, costs
         # more than the spans of a selected topic's other partitions.
         if partitions is not None:
-            topics = {t for t, _ in partitions} & (topics if topics is not None
-                                                    else {t for t, _ in partitions})
-        where = f"flow = {literal(flow)}" + restrict_sql(topics, None)
+            asked = {t for t, _ in partitions}
+            topics = asked if topics is None else asked & topics
+        where = f"flow = {literal(flow)}" + restrict_sql(topics)
         at = {"s": version}
+        tables = {"s": OFFSET_SYNCS}
         runs = f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where}"
         if engine.exists(OFFSET_SYNC_SPANS):
             head = engine.query(f"SELECT offset_syncs_version, covered_until FROM {{sp}} "
                                 f"WHERE flow = {literal(flow)} LIMIT 1", sp=OFFSET_SYNC_SPANS)
             if head and head[0]["offset_syncs_version"] <= version:
+                tables["sp"] = OFFSET_SYNC_SPANS
                 after = f"written_at > {timestamp(tail_start(head[0]['covered_until']))}"
                 rewound = _rewound(engine, where, after, at)
                 kept = f" AND NOT ({_partitions_sql(rewound)})" if rewound else ""
@@ -161,8 +163,6 @@ class OffsetSyncStore:
                 if rewound:  # read raw, its whole history, as without a snapshot
                     runs += (f" UNION ALL SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where} "
                              f"AND ({_partitions_sql(rewound)})")
-        tables = {"s": OFFSET_SYNCS, "sp": OFFSET_SYNC_SPANS} if "{sp}" in runs \
-            else {"s": OFFSET_SYNCS}
         counted = engine.query(f"SELECT COUNT(*) AS runs FROM (SELECT 1 FROM ({runs}) AS r "
                                f"LIMIT {RUNS_IN_PROCESS + 1}) AS c", at, **tables)
         if counted[0]["runs"] > RUNS_IN_PROCESS:
@@ -248,16 +248,12 @@ def _rewound(engine: SqlReader, where: str, after: str, at: dict[str, int]
             and r["low"] < highs[(r["topic"], r["partition"])]}
 
 
-def restrict_sql(topics: set[str] | None, partitions: Iterable[tuple[str, int]] | None) -> str:
-    """`` AND ...`` limiting a query to ``topics`` and ``partitions`` (``restrict`` in SQL)."""
+def restrict_sql(topics: set[str] | None) -> str:
+    """`` AND ...`` limiting a query to ``topics`` (``restrict`` in SQL; partitions are kept
+    after the spans query, see :meth:`OffsetSyncStore.load_direct`)."""
     from ledger.sql import literals
 
-    out = ""
-    if topics is not None:
-        out += f" AND topic IN {literals(topics)}"
-    if partitions is not None:
-        out += f" AND ({_partitions_sql(partitions)})"
-    return out
+    return "" if topics is None else f" AND topic IN {literals(topics)}"
 
 
 def _spans(runs: DataFrame) -> DataFrame:

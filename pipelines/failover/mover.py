@@ -312,7 +312,7 @@ class Mover:
             result = plan.result
             starts = self.start_offsets(groups, target, subscribe,
                                         written_keys(plan.writes, plan.skipped) - set(at_start),
-                                        at_start, committed=_committed(plan.target_commits))
+                                        at_start, committed=_by_group(plan.target_commits))
         elif latest:
             result = self.checkpointer.commit(plan, sync=False, operation_id=operation_ids,
                                               reason=kind, strict=True)
@@ -326,7 +326,7 @@ class Mover:
             # known before the commit and go out in the same requests (one wave per move).
             starts = self.start_offsets(groups, target, subscribe,
                                         written_keys(plan.writes, plan.skipped) - set(at_start),
-                                        at_start, committed=_committed(plan.target_commits))
+                                        at_start, committed=_by_group(plan.target_commits))
             result = self.checkpointer.commit(plan, sync=True, operation_id=operation_ids,
                                               reason=kind, strict=True, starts=starts)
         if not options.dry_run:
@@ -471,16 +471,10 @@ def written_keys(writes: Iterable[OffsetWrite],
         (cp.group_id, cp.target_topic, cp.partition) for cp, _ in skipped}
 
 
-def _committed(commits: Iterable[GroupCommit]) -> dict[str, dict[tuple[str, int], int]]:
-    """``{group: {(topic, partition): offset}}`` of observed commits."""
-    out: dict[str, dict[tuple[str, int], int]] = {}
-    for c in commits:
-        out.setdefault(c.group_id, {})[(c.topic, c.partition)] = c.offset
-    return out
-
-
-def _by_group(writes: Iterable[OffsetWrite]) -> dict[str, dict[tuple[str, int], int]]:
-    """``{group: {(topic, partition): offset}}`` of ``writes``, for one call for all groups."""
+def _by_group(writes: Iterable[OffsetWrite | GroupCommit]
+              ) -> dict[str, dict[tuple[str, int], int]]:
+    """``{group: {(topic, partition): offset}}`` of ``writes`` (for one call for all groups)
+    or of observed commits."""
     out: dict[str, dict[tuple[str, int], int]] = {}
     for w in writes:
         out.setdefault(w.group_id, {})[(w.topic, w.partition)] = w.offset
