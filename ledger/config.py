@@ -37,6 +37,11 @@ DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
 DEFAULT_AUDIT_RETENTION_DAYS = 400
 DEFAULT_HISTORY_REFRESH_HOURS = 24
 DEFAULT_SPANS_REFRESH_COMMITS = 360  # an hour of 10 s batches
+# Exactly-once transaction boundary (bench/README.md, "Latency": measured against MM2's own).
+DEFAULT_TRANSACTION_BOUNDARY_INTERVAL_MS = 30
+# Above this a record waits invisibly for longer than any latency target, and a transaction
+# nears librdkafka's transaction.timeout.ms (60 s) under load.
+MAX_TRANSACTION_BOUNDARY_INTERVAL_MS = 10_000
 CONFIG_ENV_VAR = settings.CONFIG
 MASK = "********"
 
@@ -117,6 +122,8 @@ class FlowConfig:
     exactly_once_enabled: bool | None = None
     # The flow's own tasks.max; None: the top-level setting.
     tasks_max: int | None = None
+    # The flow's own transaction.boundary.interval.ms; None: the top-level setting.
+    transaction_boundary_interval_ms: int | None = None
     # The flow's own ACL sync keys (pipelines.acls); None: the top-level setting.
     sync_topic_acls_enabled: bool | None = None
     sync_topic_acls_interval_seconds: int | None = None
@@ -170,6 +177,11 @@ class Config:
     # The most copy tasks a flow runs at once (MM2's tasks.max); None: the job decides
     # (pipelines.replicate.plan.task_count). Never more than the task slots or the partitions.
     tasks_max: int | None = None
+    # Exactly-once: a copy task commits its transaction once the transaction's first record
+    # was produced this long ago (Connect's transaction.boundary=interval, counted from the
+    # first record so an idle task commits nothing). Shorter: lower latency, more transactions
+    # (each adds an offset_syncs row per partition it wrote and a marker per replica partition).
+    transaction_boundary_interval_ms: int = DEFAULT_TRANSACTION_BOUNDARY_INTERVAL_MS
     # Replication factor of the topics offset-ledger creates (replicas, heartbeats, MM2-format
     # checkpoints); -1: the target broker's default.replication.factor.
     replication_factor: int = -1
@@ -221,6 +233,10 @@ class Config:
     def tasks_max_for(self, flow: FlowConfig) -> int | None:
         """``flow``'s ``tasks.max`` (its own, else the top level's; None: not set)."""
         return flow.tasks_max if flow.tasks_max is not None else self.tasks_max
+
+    def transaction_boundary_s(self, flow: FlowConfig) -> float:
+        """``flow``'s exactly-once transaction boundary interval, in seconds."""
+        return self.for_flow(flow, "transaction_boundary_interval_ms") / 1000
 
     def for_flow(self, flow: FlowConfig, attr: str) -> Any:
         """``flow``'s own value of a per-flow key (``attr``), else the top level's."""
@@ -289,6 +305,14 @@ def _task_count(v: Any) -> int:
     if isinstance(v, bool) or value < 1 or not value.is_integer():
         raise ValueError("expected a whole number of tasks >= 1")
     return int(value)
+
+
+def _boundary_ms(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | str) or not str(v).strip().isdigit() \
+            or int(v) > MAX_TRANSACTION_BOUNDARY_INTERVAL_MS:
+        raise ValueError("expected whole milliseconds from 0 (commit after every fetched "
+                         f"batch) to {MAX_TRANSACTION_BOUNDARY_INTERVAL_MS}")
+    return int(v)
 
 
 def _nonneg_int(v: Any) -> int:
@@ -361,6 +385,7 @@ _TOP_LEVEL = {
     "emit.mm2.checkpoints.enabled": ("emit_mm2_checkpoints", _bool),
     "exactly.once.enabled": ("exactly_once_enabled", _bool),
     "tasks.max": ("tasks_max", _task_count),
+    "transaction.boundary.interval.ms": ("transaction_boundary_interval_ms", _boundary_ms),
     "sync.topic.acls.enabled": ("sync_topic_acls_enabled", _bool),
     "sync.topic.acls.interval.seconds": ("sync_topic_acls_interval_seconds", _nonneg_int),
     "sync.group.acls.enabled": ("sync_group_acls_enabled", _bool),
@@ -403,6 +428,7 @@ _FLOW_KEYS = {
     "offset-syncs.topic.location": ("offset_syncs_topic_location", _location),
     "exactly.once.enabled": ("exactly_once_enabled", _bool),
     "tasks.max": ("tasks_max", _task_count),
+    "transaction.boundary.interval.ms": ("transaction_boundary_interval_ms", _boundary_ms),
     "sync.topic.acls.enabled": ("sync_topic_acls_enabled", _bool),
     "sync.topic.acls.interval.seconds": ("sync_topic_acls_interval_seconds", _nonneg_int),
     "sync.group.acls.enabled": ("sync_group_acls_enabled", _bool),

@@ -71,7 +71,7 @@ class DeliveryError(RuntimeError):
 # In a transaction a record is readable only once the transaction commits (its flush sends at
 # once, whatever the linger), so lingering costs no latency there; it only has to be short
 # enough that each partition's first batch, which the broker verifies with the transaction
-# coordinator, goes out while the transaction lingers (stream_task.TXN_LINGER_S).
+# coordinator, goes out while the transaction lingers (``transaction.boundary.interval.ms``).
 TRANSACTIONAL_LINGER_MS = 5
 
 

@@ -9,16 +9,18 @@ the driver through the runs channel (``channel``)::
 
     at-least-once   consume -> produce -> reports -> every PUBLISH_INTERVAL_S: runs -> channel
     exactly-once    begin txn; consume -> produce; once the transaction's first record is
-                    TXN_LINGER_S old: flush, runs -> channel in the same transaction; commit
+                    ``boundary_s`` old: flush, runs -> channel in the same transaction; commit
                     (records and runs visible together); the next transaction begins at once
 
 When an exactly-once transaction commits, as named conditions (``_Txn.due``):
 
     ``holds_records``  something was produced since the transaction began (an idle task commits
                        nothing: no empty transactions, no control records on an idle replica),
-    ``lingered``       its first record was produced at least TXN_LINGER_S ago.
+    ``lingered``       its first record was produced at least ``boundary_s`` ago
+                       (``transaction.boundary.interval.ms``; 0: at once, after every fetched
+                       batch, as Connect's ``transaction.boundary=poll``).
 
-A record's latency is then at most the linger plus one commit (flush, EndTxn, markers); under
+A record's latency is then at most the interval plus one commit (flush, EndTxn, markers); under
 load a commit takes longer and the next transaction gathers what arrived meanwhile, so
 transactions grow with the rate instead of their number (each ends every replica partition's
 run: a transaction marker takes a replica offset).
@@ -55,6 +57,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.config import DEFAULT_TRANSACTION_BOUNDARY_INTERVAL_MS
 from ledger.errors import first_line
 from pipelines.edge import kafka_errors
 from pipelines.replicate import channel
@@ -71,7 +74,6 @@ log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 5_000
 PUBLISH_INTERVAL_S = 0.25
-TXN_LINGER_S = 0.03
 CONTROL_POLL_S = 0.25
 # An authentication or TLS failure stops the flow only once it lasted this long (librdkafka
 # retries; a broker restarting may refuse a few connections); checked every CLUSTER_CHECK_S.
@@ -105,6 +107,8 @@ class StreamSpec:
     producer_config: Mapping[str, Any]
     control_config: Mapping[str, Any]  # a consumer of the target cluster (secrets: never log)
     transactional_id: str | None = None
+    # exactly-once: ``transaction.boundary.interval.ms`` in seconds
+    boundary_s: float = DEFAULT_TRANSACTION_BOUNDARY_INTERVAL_MS / 1000
     source_alias: str = "the source cluster"  # named in classified errors
     target_alias: str = "the target cluster"
 
@@ -117,16 +121,17 @@ class TaskFailed(RuntimeError):
 class _Txn:
     """The open exactly-once transaction: when its first record was produced."""
 
-    __slots__ = ("first_record_at",)
+    __slots__ = ("boundary_s", "first_record_at")
 
-    def __init__(self) -> None:
+    def __init__(self, boundary_s: float) -> None:
+        self.boundary_s = boundary_s
         self.first_record_at: float | None = None
 
     def holds_records(self) -> bool:
         return self.first_record_at is not None
 
     def lingered(self, now: float) -> bool:
-        return self.first_record_at is not None and now >= self.first_record_at + TXN_LINGER_S
+        return self.first_record_at is not None and now >= self.first_record_at + self.boundary_s
 
     def due(self, now: float) -> bool:
         return self.holds_records() and self.lingered(now)
@@ -135,7 +140,7 @@ class _Txn:
         """When the transaction is due (an idle one: not before the next control poll)."""
         if self.first_record_at is None:
             return now + CONTROL_POLL_S
-        return self.first_record_at + TXN_LINGER_S
+        return self.first_record_at + self.boundary_s
 
 
 class _Part:
@@ -199,7 +204,7 @@ class _Copier:
         self.spec, self.parts, self.producer, self.consumer = spec, parts, producer, consumer
         self.control, self.fatal = control, fatal
         self.eos = bool(spec.transactional_id)
-        self.txn = _Txn()
+        self.txn = _Txn(spec.boundary_s)
         self.zero: dict[str, Any] = {"config": dict(spec.producer_config)}
         self.watches: tuple[kafka_errors.ErrorWatch, ...] = ()  # (source, target)
         self.next_cluster_check = time.monotonic() + CLUSTER_CHECK_S

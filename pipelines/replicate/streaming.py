@@ -484,6 +484,7 @@ class StreamingReplicator:
             transactional_id=(stream_task.transactional_id(self.r.flow.source,
                                                            self.r.flow.target, slot)
                               if self.exactly_once else None),
+            boundary_s=self.r.config.transaction_boundary_s(self.r.flow),
             source_alias=self.r.flow.source, target_alias=self.r.flow.target)
         self.tasks[task] = _Task(task, slot, list(partitions))
         self._workers().start(spec)

@@ -71,6 +71,21 @@ def test_tasks_max_top_level_and_per_flow():
         config_from_mapping(with_(flows={"P->B": {"tasks.max": 0}}))
 
 
+def test_transaction_boundary_interval_top_level_and_per_flow():
+    base = config_from_mapping(BASE)
+    assert base.transaction_boundary_s(base.flow("P->B")) == 0.03
+    config = config_from_mapping(with_(**{"transaction.boundary.interval.ms": 15}, flows={
+        "P->B": True, "B->P": {"transaction.boundary.interval.ms": "0"}}))
+    assert config.transaction_boundary_s(config.flow("P->B")) == 0.015
+    assert config.transaction_boundary_s(config.flow("B->P")) == 0.0
+    for bad in (-1, 1.5, "soon", True, 10_001):
+        with pytest.raises(ConfigError, match=r"transaction\.boundary\.interval\.ms.*whole "
+                                              r"milliseconds from 0"):
+            config_from_mapping(with_(**{"transaction.boundary.interval.ms": bad}))
+    with pytest.raises(ConfigError, match=r"flows\.P->B\.transaction\.boundary"):
+        config_from_mapping(with_(flows={"P->B": {"transaction.boundary.interval.ms": -5}}))
+
+
 def test_unknown_alias_in_flow():
     with pytest.raises(ConfigError, match=r"flows\.P->X: unknown cluster alias 'X'"):
         config_from_mapping(with_(flows={"P->X": True}))

@@ -76,12 +76,20 @@ def test_a_missing_acl_is_named_with_the_flow_aliases():
     assert written.message.startswith("cluster B: ")
 
 
-def test_a_transaction_is_due_only_with_records_that_lingered():
-    txn = stream_task._Txn()
+@pytest.mark.parametrize("boundary_s", [0.03, 0.015])
+def test_a_transaction_is_due_only_with_records_that_lingered(boundary_s):
+    txn = stream_task._Txn(boundary_s)
     assert not txn.due(1e9)  # idle: never an empty transaction
     assert txn.deadline(100.0) == 100.0 + stream_task.CONTROL_POLL_S
     txn.first_record_at = 100.0
     assert txn.holds_records()
-    assert not txn.due(100.0 + stream_task.TXN_LINGER_S / 2)
-    assert txn.deadline(100.0) == 100.0 + stream_task.TXN_LINGER_S
-    assert txn.due(100.0 + stream_task.TXN_LINGER_S)
+    assert not txn.due(100.0 + boundary_s / 2)
+    assert txn.deadline(100.0) == 100.0 + boundary_s
+    assert txn.due(100.0 + boundary_s)
+
+
+def test_a_zero_boundary_commits_after_every_fetched_batch():
+    txn = stream_task._Txn(0.0)
+    assert not txn.due(1e9)  # still never an empty transaction
+    txn.first_record_at = 100.0
+    assert txn.due(100.0)
