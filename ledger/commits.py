@@ -133,7 +133,8 @@ def _column(kind: Any, values: list[Any]) -> Any:
         if kind.tz != "UTC" or kind.time_unit not in ("us", "ns"):
             raise ValueError(f"no direct conversion for {kind}")
         scale = 1000 if kind.time_unit == "ns" else 1
-        ticks = [None if v is None else (v - _EPOCH) // _MICROSECOND * scale for v in values]
+        ticks = [None if v is None else (_value(v) - _EPOCH) // _MICROSECOND * scale
+                 for v in values]
         return Array(ticks, type=DataType.int64()).cast(kind)
     if DataType.is_list(kind):
         offsets, items = [0], []
@@ -156,8 +157,9 @@ def _arrow(table: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
         from arro3.core import Schema, Table
 
         schema = Schema.from_arrow(table.schema())
+        # Only a time needs _value (in _column): a plain get per cell for the other columns.
         return Table.from_arrays(
-            [_column(f.type, [_value(row.get(f.name)) for row in rows]) for f in schema],
+            [_column(f.type, [row.get(f.name) for row in rows]) for f in schema],
             schema=schema)
     except Exception:  # arro3 missing or a type it lacks: pyarrow's conversion (same rows)
         import pyarrow as pa

@@ -68,6 +68,22 @@ def _local_naive(value: Any) -> Any:
     return value
 
 
+def _rows_local_naive(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with every time as :func:`local_naive`, converting only the columns that hold
+    one (a column's values share one type: the first non-null value tells)."""
+    if not rows:
+        return rows
+    timed = []
+    for key in rows[0]:
+        first = next((r[key] for r in rows if r[key] is not None), None)
+        if isinstance(first, dt.datetime | dict | list):
+            timed.append(key)
+    for row in rows:
+        for key in timed:
+            row[key] = _local_naive(row[key])
+    return rows
+
+
 class LedgerEngine:
     """The ledger at ``location`` through delta-rs where it can, Spark otherwise.
 
@@ -144,7 +160,7 @@ class LedgerEngine:
             text = sql.format(partition='"partition"', **{a: a for a in tables})
             rows = direct.query(self.location, tables, text, versions, self._opened)
             if isinstance(rows, list):
-                return [_local_naive(r) for r in rows]
+                return _rows_local_naive(rows)
             self.decline("a table is missing" if rows is direct.ABSENT
                          else "delta-rs cannot read a table")
         ledger = self.ledger

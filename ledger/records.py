@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -38,19 +39,19 @@ class _Record:
 
     def to_row(self) -> dict[str, Any]:
         """The row as a dict in the table's column order."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {n: getattr(self, n) for n in _names(type(self))}
 
     def to_tuple(self) -> tuple:
         """The row's values in the table's column order."""
-        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))  # type: ignore[arg-type]
+        return tuple(getattr(self, n) for n in _names(type(self)))
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any) -> Self:
         """A record from a Spark ``Row`` or a mapping (extra keys are ignored)."""
         if isinstance(row, cls):
             return row
-        data = row.asDict() if hasattr(row, "asDict") else dict(row)
-        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        data = row.asDict() if hasattr(row, "asDict") else row
+        names = _names(cls)
         missing = [n for n in names if n not in data]
         if missing:
             raise ValueError(f"a {cls.TABLE} row lacks {missing}")
@@ -67,6 +68,11 @@ class _Record:
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` (the records are frozen)."""
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def rows(records: Iterable[_Record]) -> list[dict[str, Any]]:

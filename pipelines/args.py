@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+from typing import Any
 
 from ledger.errors import OffsetLedgerError
 
@@ -65,3 +67,21 @@ def add_startup_wait(parser: argparse.ArgumentParser, default: float) -> None:
         help="without --once: seconds to wait for a cluster that does not answer at the start "
              f"(a broker restarting while a supervisor restarts this job; default {default:g}); "
              "credentials, TLS and ACL errors fail at once")
+
+
+def indented_json(value: Any, default: Any = None, depth: int = 0) -> str:
+    """``value`` as indented JSON, with each object or list of plain values on one line (a
+    partition, a commit, a translation). ``json.dumps(indent=2)`` runs Python's encoder over
+    every value: for hundreds of groups a large part of a verb's time; here the C encoder
+    writes the rows. ``default`` as ``json.dumps``'s."""
+    nested = (value.values() if isinstance(value, dict) else value
+              if isinstance(value, list) else ())
+    if not any(isinstance(v, dict | list) for v in nested):
+        return json.dumps(value, default=default)
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {indented_json(v, default, depth + 1)}"
+                 for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    items = [inner + indented_json(v, default, depth + 1) for v in value]
+    return "[\n" + ",\n".join(items) + f"\n{pad}]"

@@ -75,6 +75,21 @@ class CheckpointResult:
     versions: dict[str, int] = field(default_factory=dict)
     # The stores translated over, by sync flow (the metrics' group readiness reads their ends).
     stores: dict[str, OffsetSyncStore] = field(default_factory=dict, repr=False)
+    _groups: tuple[tuple[int, int], dict] | None = field(default=None, init=False,
+                                                         repr=False, compare=False)
+
+    def of_group(self, group: str) -> tuple[list[CheckpointRecord], list[OffsetWrite]]:
+        """``group``'s checkpoints and writes (indexed once for all of a move's groups, and
+        again only if the lists grew since)."""
+        size = (len(self.checkpoints), len(self.writes))
+        if self._groups is None or self._groups[0] != size:
+            index: dict[str, tuple[list, list]] = {}
+            for cp in self.checkpoints:
+                index.setdefault(cp.group_id, ([], []))[0].append(cp)
+            for w in self.writes:
+                index.setdefault(w.group_id, ([], []))[1].append(w)
+            self._groups = (size, index)
+        return self._groups[1].get(group, ([], []))
 
 
 @dataclass
@@ -116,13 +131,16 @@ class Checkpointer:
         return sorted(g.group_id for g in kafka_admin.list_groups(cluster)
                       if flow.group_allowed(g.group_id))
 
-    def observe(self, cluster_alias: str, groups: Iterable[str]) -> tuple[list[GroupCommit], dict]:
+    def observe(self, cluster_alias: str, groups: Iterable[str], *,
+                inactive: bool = False) -> tuple[list[GroupCommit], dict]:
         """Every group's commits and state on a cluster: one describe call and concurrent
-        offset fetches for all groups (``pipelines.edge``), not round trips per group."""
+        offset fetches for all groups (``pipelines.edge``), not round trips per group.
+        ``inactive``: a group with members raises ``GroupActiveError`` (from the same
+        describe: ``kafka_admin.ensure_all_inactive``) before any offset is read."""
         cluster = self.config.cluster(cluster_alias)
         groups = list(dict.fromkeys(groups))
-        states = {g: info.state for g, info in kafka_admin.describe_groups(cluster,
-                                                                           groups).items()}
+        describe = kafka_admin.ensure_all_inactive if inactive else kafka_admin.describe_groups
+        states = {g: info.state for g, info in describe(cluster, groups).items()}
         committed = kafka_offsets.committed_of(cluster, groups)
         commits = [GroupCommit(cluster_alias, group, topic, partition, offset)
                    for group in groups

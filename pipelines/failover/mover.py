@@ -271,14 +271,15 @@ class Mover:
         kafka_admin.ensure_all_inactive(target_cluster, groups)
         ends = None
         if live:
-            commits, _ = self.checkpointer.observe(source, groups)
+            # Continuous: the groups must be stopped now. Cutoff: they may still be draining
+            # to the ends; they must be stopped once they have.
+            commits, _ = self.checkpointer.observe(source, groups, inactive=not options.cutoff)
             mappings = self.checkpointer.mappings(flow, {c.topic for c in commits})
             if options.cutoff:
                 parts = cutoffs.partitions_of(source_cluster, set(mappings))
                 ends = cutoffs.check_producers_stopped(source_cluster, parts, options.quiet_s)
                 cutoffs.wait_for_groups_to_drain(source_cluster, groups, ends, options.timeout)
-                commits, _ = self.checkpointer.observe(source, groups)
-            kafka_admin.ensure_all_inactive(source_cluster, groups)
+                commits, _ = self.checkpointer.observe(source, groups, inactive=True)
             needs = needs_for(commits, mappings, ends)
             log_starts = log_start_keys(self.wait_for_replication(source, needs, options))
         else:
@@ -421,16 +422,24 @@ class Mover:
         writes = []
         if committed is None:
             committed = kafka_offsets.committed_of(cluster, groups)
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for (topic, partition), low in sorted(lows.items()):
+            by_topic.setdefault(topic, []).append((partition, low))
+        starting: dict[str, set[str]] = {}
+        for group, topic, _ in at_start:
+            starting.setdefault(group, set()).add(topic)
         for group in groups:
             existing = committed.get(group, {})
-            for (topic, partition), low in sorted(lows.items()):
-                key = (group, topic, partition)
-                wanted = topic in subscribe[group] or key in at_start
-                if wanted and (topic, partition) not in existing and key not in written:
-                    offset = at_start.get(key)
-                    writes.append(OffsetWrite(group, topic, partition,
-                                              low if offset is None else max(low, offset),
-                                              None, None))
+            topics = sorted(set(subscribe[group]) | starting.get(group, set()))
+            for topic in topics:
+                for partition, low in by_topic.get(topic, ()):
+                    key = (group, topic, partition)
+                    wanted = topic in subscribe[group] or key in at_start
+                    if wanted and (topic, partition) not in existing and key not in written:
+                        offset = at_start.get(key)
+                        writes.append(OffsetWrite(group, topic, partition,
+                                                  low if offset is None else max(low, offset),
+                                                  None, None))
         return writes
 
     def write_starts(self, starts: list[OffsetWrite], operation_ids: dict[str, str], kind: str,
@@ -447,6 +456,7 @@ class Mover:
         """One row per group of ``move``, every row with the same ledger versions."""
         resume_version = self.engine.version(RESUME_POINTS)
         ready = clock.now()
+        reverse = {cp.group_id for cp in result.checkpoints if cp.direction == "reverse"}
         operations = [Operation(
             operation_id=move.operation_ids[g], kind=move.kind, group_id=g,
             from_cluster=move.source, to_cluster=move.target, status="completed",
@@ -455,8 +465,7 @@ class Mover:
             checkpoints_version=result.versions.get(CHECKPOINTS),
             group_offsets_version=result.versions.get(GROUP_OFFSETS),
             resume_points_version=resume_version,
-            reverse_checkpointing=any(cp.direction == "reverse" and cp.group_id == g
-                                      for cp in result.checkpoints),
+            reverse_checkpointing=g in reverse,
             started_at=move.started, ready_at=ready, seconds_to_ready=move.seconds,
             message=move.message(g),
         ) for g in move.groups]

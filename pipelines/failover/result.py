@@ -8,10 +8,10 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from ledger.records import CheckpointRecord
+from pipelines.args import indented_json
 from pipelines.checkpoint.compute import OffsetWrite
 from pipelines.checkpoint.engine import CheckpointResult
 from pipelines.checkpoint.report import render, translation_rows
@@ -35,11 +35,11 @@ class OperationResult:
 
     @property
     def checkpoints(self) -> list[CheckpointRecord]:
-        return [cp for cp in self.checkpoint.checkpoints if cp.group_id == self.group]
+        return self.checkpoint.of_group(self.group)[0]
 
     @property
     def writes(self) -> list[OffsetWrite]:
-        return [w for w in self.checkpoint.writes if w.group_id == self.group]
+        return self.checkpoint.of_group(self.group)[1]
 
     def as_dict(self) -> dict:
         return {
@@ -62,7 +62,7 @@ def print_result(results: list[OperationResult], fmt: str) -> None:
     if fmt == "json":
         doc = results[0].as_dict() if len(results) == 1 else {
             "operations": [r.as_dict() for r in results]}
-        print(json.dumps(doc, indent=2, default=str))
+        print(indented_json(doc, default=str))
         return
     for result in results:
         verb = "would resume" if result.dry_run else "resumes"

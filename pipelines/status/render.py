@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from ledger import clock
+from pipelines.args import indented_json
 from pipelines.status.readiness import FlowStatus, GroupStatus
 
 
@@ -74,20 +75,7 @@ def to_json(report: Report, one_line: bool = False) -> str:
     """One document; indented, with each object or list of plain values on one line (a
     partition, a commit): ``json.dumps(indent=2)`` runs Python's encoder over every value, a
     large part of ``status``'s time for hundreds of groups; the C encoder writes the rows."""
-    return json.dumps(as_dict(report)) if one_line else _indented(as_dict(report))
-
-
-def _indented(value: object, depth: int = 0) -> str:
-    nested = (value.values() if isinstance(value, dict) else value
-              if isinstance(value, list) else ())
-    if not any(isinstance(v, dict | list) for v in nested):
-        return json.dumps(value)
-    pad, inner = "  " * depth, "  " * (depth + 1)
-    if isinstance(value, dict):
-        items = [f"{inner}{json.dumps(k)}: {_indented(v, depth + 1)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    items = [inner + _indented(v, depth + 1) for v in value]
-    return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return json.dumps(as_dict(report)) if one_line else indented_json(as_dict(report))
 
 
 def _table(header: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
