@@ -148,9 +148,10 @@ def cli_env() -> dict[str, str]:
 
 CALLS = [0]
 """How many verbs ran (each one's output is kept as ``calls/NNN-<verb>.out|.err``)."""
-PROFILING = [False]
-"""True during the ``--profile`` cycle: each verb runs under cProfile
-(``calls/NNN-<verb>.prof``)."""
+PROFILING = [""]
+"""The profiler of the ``--profile`` cycle (``cprofile``: ``calls/NNN-<verb>.prof``; ``py-spy``:
+wall-clock samples, waits included, ``calls/NNN-<verb>.spy``), empty otherwise."""
+SPY_RATE = 200  # py-spy samples per second
 
 
 def cli(config: Path, *argv: str, ok: tuple[int, ...] = (0,)) -> tuple[float, str, int]:
@@ -158,13 +159,20 @@ def cli(config: Path, *argv: str, ok: tuple[int, ...] = (0,)) -> tuple[float, st
     CALLS[0] += 1
     kept = config.parent / "calls" / f"{CALLS[0]:03d}-{argv[0]}"
     command = [offset_ledger_bin()]
-    if PROFILING[0]:  # the console script's own code, under the profiler
+    if PROFILING[0] == "cprofile":  # the console script's own code, under the profiler
         command = [sys.executable, "-m", "cProfile", "-o", str(kept.with_suffix(".prof")),
                    "-m", "pipelines.cli"]
+    elif PROFILING[0] == "py-spy":  # sampled from outside: the waits count too
+        command = [str(Path(sys.executable).with_name("py-spy")), "record", "--idle",
+                   "--nonblocking", "-r", str(SPY_RATE), "-f", "raw", "-o",
+                   str(kept.with_suffix(".spy")), "--", *command]
     started = time.perf_counter()
     done = subprocess.run([*command, *argv, "--config", str(config)],
                           capture_output=True, text=True, env=cli_env(), cwd=config.parent)
     seconds = time.perf_counter() - started
+    if PROFILING[0] == "py-spy":  # its own lines share the verb's stdout
+        done.stdout = "".join(line for line in done.stdout.splitlines(keepends=True)
+                              if not line.startswith("py-spy> "))
     kept.parent.mkdir(exist_ok=True)
     kept.with_suffix(".out").write_text(done.stdout)
     kept.with_suffix(".err").write_text(f"{' '.join(argv)}\n{seconds:.3f}s exit "
@@ -574,18 +582,20 @@ class Scenario:
               + ", ".join(f"{k} {v[-1]:.2f}" for k, v in self.times.items()
                           if not k.startswith("read back")), flush=True)
 
-    def profile_cycle(self, n: int) -> None:
-        """One more cycle, every verb under cProfile (its times not counted): where a verb's
-        time goes, by the functions that talk to Kafka and the ledger."""
+    def profile_cycle(self, n: int, profiler: str) -> None:
+        """One more cycle, every verb under ``profiler`` (its times not counted): where a
+        verb's time goes, by the functions that talk to Kafka and the ledger."""
         counted, self.times = self.times, {}
-        PROFILING[0] = True
+        PROFILING[0] = profiler
         try:
             self.cycle(n)
         finally:
-            PROFILING[0] = False
+            PROFILING[0] = ""
             self.profiled, self.times = self.times, counted
-        self.profile = {path.stem: profile_summary(path)
-                        for path in sorted((self.workdir / "calls").glob("*.prof"))}
+        summary, suffix = ((profile_summary, "prof") if profiler == "cprofile"
+                           else (spy_summary, "spy"))
+        self.profile = {path.stem: summary(path)
+                        for path in sorted((self.workdir / "calls").glob(f"*.{suffix}"))}
 
     def stop(self) -> None:
         self.stop_replicate()
@@ -620,14 +630,14 @@ def run_size(args: argparse.Namespace, workdir: Path, size: int, spark,
             scenario.cycles = n + 1
             # --budget-minutes: no cycle is begun that would not end in time (the profiled one
             # included, which runs slower under the profiler)
-            left = 1 + 1.5 * args.profile
+            left = 1 + 1.5 * bool(args.profile)
             if budget_end and n + 1 < args.repeats \
                     and time.monotonic() + left * (time.monotonic() - started) > budget_end:
                 print(f"  --budget-minutes {args.budget_minutes:g}: stopping after {n + 1} "
                       f"cycle(s)", flush=True)
                 break
         if args.profile:
-            scenario.profile_cycle(scenario.cycles)
+            scenario.profile_cycle(scenario.cycles, args.profile)
     finally:
         scenario.stop()
         processes.stop_all()
@@ -661,6 +671,32 @@ def profile_summary(path: Path) -> dict:
             out[f"{Path(file).parent.name}/{Path(file).stem}.{name}"] = [calls,
                                                                        round(cumulative, 2)]
     return out
+
+
+def spy_summary(path: Path) -> dict:
+    """``{function: [stacks, wall s]}`` of the functions in ``PROFILED`` on the verb's main
+    thread (py-spy's raw samples, ``--idle``: a wait counts where it is waited for), and the
+    main thread's total."""
+    out: dict = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if not frames or not frames[0].startswith("<module>"):
+            continue  # another thread's
+        total += int(count)
+        seen = set()
+        for frame in frames:
+            name, _, where = frame.partition(" (")
+            if (name.rpartition(".")[2] in PROFILED and "/.venv/" not in where
+                    and "site-packages" not in where and name not in seen):
+                seen.add(name)
+                key = f"{Path(where.split(':')[0]).stem}.{name}"
+                out.setdefault(key, [0, 0.0])
+                out[key][0] += 1
+                out[key][1] += int(count) / SPY_RATE
+    return {"total_s": round(total / SPY_RATE, 2),
+            **{k: [n, round(s, 2)] for k, (n, s) in out.items()}}
 
 
 def target_of(name: str) -> float | None:
@@ -729,10 +765,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="per ledger size: begin no cycle that would not end within this "
                              "many minutes of the first (at least one runs; the number run is "
                              "in the results)")
-    parser.add_argument("--profile", action="store_true",
+    parser.add_argument("--profile", nargs="?", const="cprofile", default="",
+                        choices=("cprofile", "py-spy"),
                         help="after the timed cycles, one more with every verb under cProfile "
                              "(not counted): the calls and seconds of the functions that talk "
-                             "to Kafka and the ledger, in the JSON line")
+                             "to Kafka and the ledger, in the JSON line; `--profile py-spy` "
+                             "samples wall-clock time instead (waits included, no slowdown)")
     args = parser.parse_args(argv)
     result = run(args)
     print()

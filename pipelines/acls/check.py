@@ -162,10 +162,14 @@ def for_move(config: Config, source: str, target: str, subscribe: Mapping[str, l
 
 
 def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str],
+               committed_topics: Mapping[tuple[str, str], set[str]] | None = None,
                ) -> list[tuple[str, str, str, dict[str, Any]]]:
     """``status --group``'s checks: ``(flow, group, line, as_dict)`` for each group along each
     flow (its subscription after a move, from what it committed on the flow's source); a group
     with no commits there is left out. Status reports: a failed check is a line, never raised.
+
+    ``committed_topics`` (``{(flow name, group): topics committed on its source}``): what the
+    report read already; a flow missing a group there is read from its source again.
     """
     from pipelines.checkpoint.mapping import subscribe_topics
     from pipelines.edge import kafka_offsets
@@ -176,9 +180,14 @@ def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str
         return out
     for flow in flows:
         try:  # every group's commits at once, then one check (one ACL read per cluster)
-            committed = kafka_offsets.committed_of(config.cluster(flow.source), groups)
-            subscribe = {g: subscribe_topics(config, flow, {t for t, _ in committed[g]})
-                         for g in groups if committed[g]}
+            known = committed_topics or {}
+            if all((flow.name, g) in known for g in groups):
+                topics = {g: known[(flow.name, g)] for g in groups}
+            else:
+                committed = kafka_offsets.committed_of(config.cluster(flow.source), groups)
+                topics = {g: {t for t, _ in committed[g]} for g in groups}
+            subscribe = {g: subscribe_topics(config, flow, topics[g])
+                         for g in groups if topics[g]}
             if not subscribe:  # no group committed on the flow's source: nothing to check
                 continue
             checks = check_groups(config, flow.source, flow.target, subscribe, True)

@@ -271,15 +271,16 @@ def group_missing(exc: KafkaException) -> bool:
 LIST_GROUPS_RETRY_S = 30.0
 
 
-def list_groups(cluster: ClusterConfig) -> list[GroupInfo]:
+def list_groups(cluster: ClusterConfig, retry_s: float | None = None) -> list[GroupInfo]:
     """The groups the principal may describe (Kafka leaves the others out silently).
 
     A broker that did not answer the ListGroups request (a coordinator still loading, a
     timeout under load) leaves its groups out of the answer, with an error beside it: such
-    an answer is asked again for up to ``LIST_GROUPS_RETRY_S``, then raised, never taken as
-    the whole list (torture history 24001 eos: ``--group-regex`` matched no group).
+    an answer is asked again for up to ``retry_s`` seconds (default ``LIST_GROUPS_RETRY_S``),
+    then raised, never taken as the whole list (torture history 24001 eos: ``--group-regex``
+    matched no group).
     """
-    deadline = time.monotonic() + LIST_GROUPS_RETRY_S
+    deadline = time.monotonic() + (LIST_GROUPS_RETRY_S if retry_s is None else retry_s)
     while True:
         client = admin(cluster)
         result = _wait(cluster, "listing groups",
@@ -302,16 +303,48 @@ def describe_group(cluster: ClusterConfig, group: str) -> GroupInfo:
     return describe_groups(cluster, [group])[group]
 
 
+LIST_FIRST_GROUPS = 10
+"""From this many groups, :func:`describe_groups` lists the cluster's groups first."""
+IDLE_STATES = frozenset({"EMPTY", "DEAD"})
+
+
 def describe_groups(cluster: ClusterConfig, groups: Iterable[str]) -> dict[str, GroupInfo]:
-    """``{group: GroupInfo}``: every group asked in one call (librdkafka sends one
-    DescribeGroups per coordinator), not one round trip per group; a group that does not
-    exist is ``DEAD`` with no members."""
+    """``{group: GroupInfo}`` in the order asked; a group that does not exist is ``DEAD`` with
+    no members.
+
+    Every group is asked in one call, not one round trip per group. For many groups (a
+    ``--group-regex`` move, ``status``), ListGroups (one request per broker) answers first:
+    a listed group in state ``EMPTY`` or ``DEAD`` has no members and is not described. Only
+    the others are: a group with members (how many), and a group not listed (one that does
+    not exist, or one the principal may not describe: ListGroups leaves it out silently,
+    where DescribeGroups names the missing ACL). A describe of hundreds of groups takes
+    seconds on a busy 2-core cluster (librdkafka asks ConsumerGroupDescribe, then
+    DescribeGroups for the classic groups); the list takes milliseconds.
+    """
     groups = list(dict.fromkeys(groups))
     if not groups:
         return {}
+    out: dict[str, GroupInfo] = {}
+    listed: dict[str, GroupInfo] | None = None
+    if len(groups) >= LIST_FIRST_GROUPS:
+        try:
+            listed = {g.group_id: g for g in list_groups(cluster, retry_s=0)}
+        except KafkaAdminError:  # some broker does not answer: describe each group instead
+            listed = None
+        for group in groups:
+            info = (listed or {}).get(group)
+            if info is not None and info.state.upper() in IDLE_STATES:
+                out[group] = GroupInfo(group, info.state, 0)
+    rest = [g for g in groups if g not in out]
+    if rest:
+        out.update(_describe(cluster, rest, listed))
+    return {g: out[g] for g in groups}
+
+
+def _describe(cluster: ClusterConfig, groups: list[str],
+              listed: dict[str, GroupInfo] | None) -> dict[str, GroupInfo]:
     client = admin(cluster)
     futures = client.describe_consumer_groups(groups, request_timeout=TIMEOUT_S)
-    listed: dict[str, GroupInfo] | None = None
     out = {}
     for group in groups:
         try:
@@ -328,7 +361,7 @@ def describe_groups(cluster: ClusterConfig, groups: Iterable[str]) -> dict[str, 
             if listed is None:
                 listed = {g.group_id: g for g in list_groups(cluster)}
             state = listed[group].state if group in listed else "DEAD"
-            if state.upper() not in ("EMPTY", "DEAD"):
+            if state.upper() not in IDLE_STATES:
                 raise KafkaAdminError(f"cluster {cluster.alias}: describing group {group} "
                                       f"(state {state}) failed: {error}") from None
             out[group] = GroupInfo(group, state, 0)

@@ -123,7 +123,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
             report = gather_report(config, ledger, flows, groups, groups_only)
             code = report.exit_code
             # Will the groups be authorized where they move? (never changes the exit code)
-            checks = acl_check.for_status(config, flows, groups) if fmt != "prometheus" else []
+            read = {(g.flow, g.group): {c.topic for c in g.commits[g.source]}
+                    for g in report.groups if g.source in g.commits}
+            checks = (acl_check.for_status(config, flows, groups, read)
+                      if fmt != "prometheus" else [])
             for g in report.groups:
                 g.acl_check = next((d for f, name, _, d in checks
                                     if (f, name) == (g.flow, g.group)), None)

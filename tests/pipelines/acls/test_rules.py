@@ -220,3 +220,11 @@ def test_status_checks_nothing_without_groups_and_asks_each_cluster_once(monkeyp
     assert fetched == [("P", ["g1", "idle", "g2"])]
     assert checked == [{"g1": ["T"], "g2": ["T"]}]
     assert [(f, g) for f, g, _, _ in rows] == [("P->B", "g1"), ("P->B", "g2")]
+    # The commits `status` read already are not fetched again (issue 37: 0.4 s of 200 groups)
+    fetched.clear()
+    read = {("P->B", "g1"): {"T"}, ("P->B", "idle"): set(), ("P->B", "g2"): {"T"}}
+    assert check.for_status(config, [flow], ["g1", "idle", "g2"], read) == rows
+    assert fetched == [] and checked[-1] == {"g1": ["T"], "g2": ["T"]}
+    del read[("P->B", "g2")]  # one group unread (its cluster did not answer): all read again
+    assert check.for_status(config, [flow], ["g1", "idle", "g2"], read) == rows
+    assert fetched == [("P", ["g1", "idle", "g2"])]
