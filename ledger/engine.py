@@ -30,6 +30,10 @@ Invariants:
     * Once delta-rs declines a read or a commit, the engine uses Spark for the rest of its
       life: a verb never mixes answers of a table one engine reads and the other cannot.
     * The Spark session starts only when Spark is needed (:attr:`spark`), never at import.
+    * A delta-rs store load is kept for the engine's life, by flow and ``offset_syncs``
+      version: a later load of the same version and of topics it holds (a move's plan after
+      its coverage check) gets it again instead of a second read. A version is immutable, and
+      a store holding more partitions than asked answers the asked ones the same.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger import commits, direct
 from ledger.clock import local_naive
-from ledger.schemas import DERIVED, NATURAL_KEYS, TABLES, spark_schema
+from ledger.schemas import DERIVED, NATURAL_KEYS, OFFSET_SYNCS, TABLES, spark_schema
 
 # Re-exported: the verbs import the literals with the engine that runs their SQL.
 from ledger.sql import literal, literals, quoted, timestamp  # noqa: F401
@@ -105,6 +109,8 @@ class LedgerEngine:
                         and direct.local_path(location) is not None)
         self.declined: str | None = None  # why delta-rs gave way to Spark
         self._opened: direct.Tables = {}  # one log replay per table for this engine's reads
+        # (flow, offset_syncs version) -> (topics loaded, None for all; the store)
+        self._stores: dict[tuple[str, int], tuple[frozenset[str] | None, OffsetSyncStore]] = {}
 
     @classmethod
     def of(cls, ledger: LedgerEngine | Ledger) -> LedgerEngine:
@@ -299,8 +305,17 @@ class LedgerEngine:
         from ledger.store import OffsetSyncStore
 
         if self._direct:
-            store = OffsetSyncStore.load_direct(self, flow, version, topics, partitions)
+            # The partitions are filtered after delta-rs's query (ledger.store): a load of
+            # their topics costs the same, and serves a later load of those topics too.
+            version = self.version(OFFSET_SYNCS) if version is None else version
+            held = self._stores.get((flow, version))
+            if held is not None and (held[0] is None or (topics is not None
+                                                         and topics <= held[0])):
+                return held[1]
+            store = OffsetSyncStore.load_direct(self, flow, version, topics)
             if store is not None:
+                self._stores[(flow, version)] = (
+                    None if topics is None else frozenset(topics), store)
                 return store
             self.decline(f"the runs of flow {flow} are not read with delta-rs")
         return OffsetSyncStore.load(self.ledger, flow, version, topics, partitions)

@@ -246,11 +246,14 @@ class Checkpointer:
 
     def plan(self, flow_name: str, *, groups: list[str] | None = None,
              allow_unreachable_source: bool = False,
-             recorded_commits: bool = False) -> CheckpointPlan:
+             recorded_commits: bool = False, complete: bool = False) -> CheckpointPlan:
         """Observe and translate; decide the offset writes; write nothing anywhere.
 
         ``recorded_commits`` (a disaster declared with ``--disaster``): S is not contacted and
         ``groups`` resume from the last commits ``group_offsets`` recorded.
+        ``complete``: the plan is recorded whole (an operation) or not at all (a dry run), so
+        the latest recorded commits, which only decide what a pass records
+        (``history.to_record``), are not read (``plan.latest_commits`` stays empty).
         """
         flow = self.config.flow(flow_name)
         now = clock.now()
@@ -283,16 +286,18 @@ class Checkpointer:
             mappings = self.mappings(flow, {c.topic for c in commits})
             if self.engine.direct:  # in-process reads of a few files: one after the other
                 stores = self.load_stores(mappings)
-                latest_commits = self.latest_commits((flow.source, flow.target), group_ids,
-                                                     self._since(now))
+                latest_commits = {} if complete else self.latest_commits(
+                    (flow.source, flow.target), group_ids, self._since(now))
                 latest = self.latest_checkpoints(flow.source, group_ids, now)
             else:  # independent Spark reads: overlap their driver-side latency
                 with ThreadPoolExecutor(max_workers=2) as reads:
                     stores_f = reads.submit(self.load_stores, mappings)
-                    commits_f = reads.submit(self.latest_commits, (flow.source, flow.target),
-                                             group_ids, self._since(now))
+                    commits_f = None if complete else reads.submit(
+                        self.latest_commits, (flow.source, flow.target), group_ids,
+                        self._since(now))
                     latest = self.latest_checkpoints(flow.source, group_ids, now)
-                    stores, latest_commits = stores_f.result(), commits_f.result()
+                    stores = stores_f.result()
+                    latest_commits = {} if commits_f is None else commits_f.result()
             target_commits, target_states = (ahead.result() if ahead is not None
                                              else self.observe(flow.target, group_ids))
         result.checkpoints = compute_checkpoints(
@@ -374,7 +379,8 @@ class Checkpointer:
         else:
             self.engine.init()
         plan = self.plan(flow_name, groups=groups,
-                         allow_unreachable_source=allow_unreachable_source)
+                         allow_unreachable_source=allow_unreachable_source,
+                         complete=dry_run or operation_id is not None)
         if dry_run:
             return plan.result
         sync = self.config.sync_group_offsets_enabled if sync is None else sync

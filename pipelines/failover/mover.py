@@ -284,7 +284,8 @@ class Mover:
             log_starts = log_start_keys(self.wait_for_replication(source, needs, options))
         else:
             needs, log_starts = [], set()
-        plan = self.checkpointer.plan(flow.name, groups=groups, recorded_commits=not live)
+        plan = self.checkpointer.plan(flow.name, groups=groups, recorded_commits=not live,
+                                      complete=True)
         # Over the plan's stores (loaded after the wait): one load of the runs, not two.
         lag = replication_lag(self.config, self.engine, needs, stores=plan.stores)
         if not live:  # S is not asked: only an offset 0 has nothing before it, surely
@@ -304,8 +305,10 @@ class Mover:
         latest = options.cutoff and self.config.prefixless
         operation_ids = {g: f"{kind}-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
                          for g in groups}
-        subscribe = {g: subscribe_topics(self.config, flow, {
-            c.topic for c in plan.result.source_commits if c.group_id == g}) for g in groups}
+        committed_topics: dict[str, set[str]] = {g: set() for g in groups}
+        for c in plan.result.source_commits:
+            committed_topics.setdefault(c.group_id, set()).add(c.topic)
+        subscribe = {g: subscribe_topics(self.config, flow, committed_topics[g]) for g in groups}
         mode = "disaster" if not live else "cutoff" if options.cutoff else "continuous"
         acls = acl_check.for_move(self.config, source, target, subscribe, live,
                                   options.require_acls)

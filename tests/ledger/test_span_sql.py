@@ -112,3 +112,27 @@ def test_a_snapshot_then_a_tail_gives_the_extended_spans(tmp_path, seed: int) ->
             spans = expected(covered[p] + tails[p])
         assert store.runs[("T", p)] == spans, p
     assert 0 < rewound < len(covered)  # both paths were taken
+
+
+def test_an_engine_reads_a_flow_version_once_for_the_topics_it_holds(tmp_path, monkeypatch):
+    """A move's coverage check, then its plan, load the same flow at the same version: one
+    delta-rs read (issue 37); a new version or a topic not held is read again."""
+    rng = random.Random(7)
+    location = str(tmp_path / "ledger")
+    engine = LedgerEngine(location)
+    engine.init()
+    write(location, {p: history(rng, 6) for p in range(4)}, 0)
+    reads = []
+    load = OffsetSyncStore.load_direct
+    monkeypatch.setattr(OffsetSyncStore, "load_direct", classmethod(
+        lambda cls, *a, **k: reads.append(a[1:]) or load(*a, **k)))
+    held = engine.load_store(FLOW, topics={"T"}, partitions={("T", 1)})
+    assert engine.load_store(FLOW, topics={"T"}) is held
+    assert engine.load_store(FLOW, topics={"T"}, partitions={("T", 2)}) is held
+    assert held.runs == OffsetSyncStore.load_direct(LedgerEngine(location), FLOW).runs
+    reads.clear()
+    assert engine.load_store(FLOW).runs == held.runs and len(reads) == 1  # all topics: asked
+    write(location, {0: [(500, 500, 3)]}, 10)  # a new version: read again
+    newer = engine.load_store(FLOW, topics={"T"})
+    assert newer is not held and newer.runs[("T", 0)] != held.runs[("T", 0)]
+    assert len(reads) == 2

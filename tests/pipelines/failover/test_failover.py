@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 from ledger.schemas import OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
 from pipelines import cli
+from pipelines.checkpoint.engine import Checkpointer
 from pipelines.devtools.workload import consume, produce
 from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
@@ -61,9 +62,14 @@ def test_unknown_alias_is_refused(make_config, unique, capsys):
     assert "unknown cluster alias 'X'" in capsys.readouterr().err
 
 
-def test_dry_run_prints_and_writes_nothing(spark, replicated, capsys):
+def test_dry_run_prints_and_writes_nothing(spark, replicated, capsys, monkeypatch):
     config, topic, group = replicated
     before = ledger_counts(spark, config)
+
+    def not_read(*args, **kwargs):  # what decides a pass's recorded rows: not a dry run's
+        raise AssertionError("the latest recorded commits were read")
+
+    monkeypatch.setattr(Checkpointer, "latest_commits", not_read)
     capsys.readouterr()
     assert cli.main(["failover", "--group", group, "--from", "P", "--to", "B", "--dry-run",
                      "--format", "json", "--config", config.path]) == 0
