@@ -10,6 +10,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 from typing import Any
@@ -77,7 +78,7 @@ def indented_json(value: Any, default: Any = None, depth: int = 0) -> str:
     nested = (value.values() if isinstance(value, dict) else value
               if isinstance(value, list) else ())
     if not any(isinstance(v, dict | list) for v in nested):
-        return json.dumps(value, default=default)
+        return _encoder(default).encode(value)
     pad, inner = "  " * depth, "  " * (depth + 1)
     if isinstance(value, dict):
         items = [f"{inner}{json.dumps(k)}: {indented_json(v, default, depth + 1)}"
@@ -85,3 +86,9 @@ def indented_json(value: Any, default: Any = None, depth: int = 0) -> str:
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     items = [inner + indented_json(v, default, depth + 1) for v in value]
     return "[\n" + ",\n".join(items) + f"\n{pad}]"
+
+
+@functools.cache
+def _encoder(default: Any) -> json.JSONEncoder:
+    # json.dumps builds an encoder per call when given ``default``: one per row adds up
+    return json.JSONEncoder(default=default)

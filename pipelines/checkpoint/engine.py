@@ -229,7 +229,14 @@ class Checkpointer:
 
     def previous_checkpoints(self, source_cluster: str, groups: Iterable[str],
                              now: dt.datetime | None = None) -> dict[tuple, Previous]:
-        return _previous(self.latest_checkpoints(source_cluster, groups, now or clock.now()))
+        """What the "never backwards" rule needs of the latest checkpoints (two offsets per
+        key, not whole records: a move of hundreds of groups reads thousands)."""
+        where = f"source_cluster = {literal(source_cluster)} AND group_id IN {literals(groups)}"
+        rows = self.engine.query(history.latest_sql(
+            "c", history.CHECKPOINT_KEY, "checkpointed_at", self._since(now or clock.now()),
+            where, (*history.CHECKPOINT_KEY, "source_offset", "target_offset")), c=CHECKPOINTS)
+        return {tuple(r[k] for k in history.CHECKPOINT_KEY):
+                Previous(r["source_offset"], r["target_offset"]) for r in rows}
 
     # --- the pass ------------------------------------------------------------------------
 
@@ -252,8 +259,9 @@ class Checkpointer:
         ``recorded_commits`` (a disaster declared with ``--disaster``): S is not contacted and
         ``groups`` resume from the last commits ``group_offsets`` recorded.
         ``complete``: the plan is recorded whole (an operation) or not at all (a dry run), so
-        the latest recorded commits, which only decide what a pass records
-        (``history.to_record``), are not read (``plan.latest_commits`` stays empty).
+        the latest recorded commits and checkpoints, which decide what a pass records
+        (``history.to_record``), are not read (``plan.latest_*`` stay empty): the "never
+        backwards" hold reads the two offsets per key it needs (:meth:`previous_checkpoints`).
         """
         flow = self.config.flow(flow_name)
         now = clock.now()
@@ -288,20 +296,26 @@ class Checkpointer:
                 stores = self.load_stores(mappings)
                 latest_commits = {} if complete else self.latest_commits(
                     (flow.source, flow.target), group_ids, self._since(now))
-                latest = self.latest_checkpoints(flow.source, group_ids, now)
+                latest = ({} if complete
+                          else self.latest_checkpoints(flow.source, group_ids, now))
+                previous = (self.previous_checkpoints(flow.source, group_ids, now) if complete
+                            else _previous(latest))
             else:  # independent Spark reads: overlap their driver-side latency
                 with ThreadPoolExecutor(max_workers=2) as reads:
                     stores_f = reads.submit(self.load_stores, mappings)
                     commits_f = None if complete else reads.submit(
                         self.latest_commits, (flow.source, flow.target), group_ids,
                         self._since(now))
-                    latest = self.latest_checkpoints(flow.source, group_ids, now)
+                    latest = ({} if complete
+                              else self.latest_checkpoints(flow.source, group_ids, now))
+                    previous = (self.previous_checkpoints(flow.source, group_ids, now)
+                                if complete else _previous(latest))
                     stores = stores_f.result()
                     latest_commits = {} if commits_f is None else commits_f.result()
             target_commits, target_states = (ahead.result() if ahead is not None
                                              else self.observe(flow.target, group_ids))
         result.checkpoints = compute_checkpoints(
-            commits, mappings, stores, _previous(latest), checkpoint_id=result.checkpoint_id,
+            commits, mappings, stores, previous, checkpoint_id=result.checkpoint_id,
             target_cluster=flow.target, now=now)
         existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
         result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)

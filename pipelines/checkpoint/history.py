@@ -55,15 +55,21 @@ def window_start(now: dt.datetime, refresh_hours: int) -> dt.datetime:
 
 
 def latest_sql(table: str, key: Sequence[str], at: str, since: dt.datetime | None,
-               where: str) -> str:
+               where: str, columns: Sequence[str] = ()) -> str:
     """SQL (for ``ledger.engine.LedgerEngine.query``, the table as ``{table}``) of the newest
-    row per ``key`` among the rows matching ``where`` at or after ``since`` (all when None)."""
+    row per ``key`` among the rows matching ``where`` at or after ``since`` (all when None):
+    every column, or only ``columns``."""
     from ledger.engine import timestamp
 
     if since is not None:
         where = f"({where}) AND {at} >= {timestamp(since)}"
-    keys = ", ".join("{partition}" if k == "partition" else k for k in key)
-    return (f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {keys} "
+
+    def names(cols: Sequence[str]) -> str:
+        return ", ".join("{partition}" if k == "partition" else k for k in cols)
+
+    keys = names(key)
+    picked = names(columns) if columns else "*"
+    return (f"SELECT * FROM (SELECT {picked}, ROW_NUMBER() OVER (PARTITION BY {keys} "
             f"ORDER BY {at} DESC NULLS LAST) AS _rank FROM {{{table}}} WHERE {where}) AS newest "
             "WHERE _rank = 1")
 

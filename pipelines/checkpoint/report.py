@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+from pipelines.args import indented_json
 
 if TYPE_CHECKING:  # annotations only: rendering needs no pyspark import
     from ledger.records import CheckpointRecord
@@ -23,7 +24,7 @@ def translation_rows(checkpoints: Iterable[CheckpointRecord]) -> list[dict]:
 
 def render(rows: list[dict], fmt: str = "table") -> str:
     if fmt == "json":
-        return json.dumps(rows, indent=2, default=str)
+        return indented_json(rows, default=str)  # one row a line, by the C encoder
     if not rows:
         return "(nothing to translate)"
     header = ["group", "topic", "partition", "committed", "->", "target_topic", "offset",

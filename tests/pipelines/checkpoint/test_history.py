@@ -13,6 +13,7 @@ from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS
 from ledger.tables import Ledger
 from pipelines import cli
 from pipelines.checkpoint import history
+from pipelines.checkpoint.compute import Previous
 from pipelines.devtools.workload import consume, produce
 from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
@@ -134,3 +135,36 @@ def test_a_pass_with_nothing_new_appends_nothing(spark, make_config, unique):
         latest[(r["source_topic"], r["partition"])] = r["source_offset"]
     assert latest == moved  # the latest per partition is the group's position
     assert 2 < len(rows) <= 4  # only the partitions that moved were recorded again
+
+
+@pytest.mark.spark
+def test_a_moves_never_backwards_hold_reads_the_latest_offsets_alike(spark, tmp_path):
+    """A move reads only the two offsets per key the hold needs (issue 37): the same answer
+    as the whole latest records, in both engines, inside the window only."""
+    from ledger.config import config_from_mapping
+    from pipelines.checkpoint.engine import Checkpointer, _previous
+
+    ledger = Ledger(spark, str(tmp_path / "ledger"))
+    ledger.init()
+    now = dt.datetime.now(dt.UTC)
+
+    def checkpoint(group, partition, source, target, age_h, cluster="P"):
+        return CheckpointRecord(
+            "c", "P->B", "forward", group, cluster, "T", partition, source, "B", "P.T", target,
+            "translated" if target is not None else "untranslatable",
+            None if target is not None else "no run", False, 3,
+            now - dt.timedelta(hours=age_h)).to_row()
+
+    LedgerEngine.of(ledger).append(CHECKPOINTS, [
+        checkpoint("g", 0, 5, 5, 3), checkpoint("g", 0, 9, 8, 1), checkpoint("g", 1, 4, None, 1),
+        checkpoint("g", 2, 7, 7, 24 * 5), checkpoint("h", 0, 3, 3, 1),
+        checkpoint("g", 3, 6, 6, 1, cluster="B")])
+    config = config_from_mapping({"clusters": {"P": {"bootstrap.servers": "p:9092"},
+                                               "B": {"bootstrap.servers": "b:9092"}},
+                                  "flows": {"P->B": True}})
+    answers = [Checkpointer(engine, config).previous_checkpoints("P", ["g"], now)
+               for engine in (LedgerEngine(ledger.location), LedgerEngine.of(ledger))]
+    whole = _previous(Checkpointer(LedgerEngine.of(ledger), config).latest_checkpoints(
+        "P", ["g"], now))
+    assert answers[0] == answers[1] == whole == {
+        ("g", "forward", "T", 0): Previous(9, 8), ("g", "forward", "T", 1): Previous(4, None)}
