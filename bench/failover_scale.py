@@ -2,7 +2,7 @@
 
 ``python -m bench.failover_scale [--topics 200] [--partitions 5] [--groups 200]
 [--topics-per-group 5] [--repeats 5] [--rate 200] [--sizes 0[,N] [--prebuilt PATH]]
-[--profile] [--budget-minutes M] [--keep DIR]``  (smoke run: ``--topics 10 --groups 10
+[--profile [py-spy]] [--budget-minutes M] [--keep DIR]``  (smoke run: ``--topics 10 --groups 10
 --repeats 1``)
 
 Per ledger size (``0``: a young ledger made by ``offset-ledger ledger init``; ``N``: the
@@ -62,7 +62,10 @@ Invariants:
 
 ``--profile`` adds one cycle (not counted) with every verb under cProfile and prints, per
 verb, the calls and cumulative seconds of the functions that talk to Kafka and the ledger:
-where a verb's time goes when a target is missed.
+where a verb's time goes when a target is missed. cProfile slows Python about 2x and does not
+see a wait as a wait; ``--profile py-spy`` samples each verb from outside instead (wall clock,
+waits included: ``calls/NNN-<verb>.spy``, py-spy's raw stacks, one line per stack), and prints
+the main thread's seconds in the same functions.
 
 Results: a table with the targets (2 cores: failover and failback ready < 5 s, ``status`` of
 all groups < 2 s, ``translate --group-regex '.*'`` < 2 s; the same on an N-run ledger within

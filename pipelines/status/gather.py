@@ -152,9 +152,10 @@ class Gatherer:
         progress = {(t, p): row for (f, t, p), row in rows.items() if f == flow.name}
         with _timed(f"{flow.name} runs"):
             # The one readiness rule: where the current epoch's runs end (or progress, higher).
+            # Many groups: the flow's whole store, once, for the groups' coverage too.
             ends_of = recorded_ends(self.engine, [(flow.name, t, p) for t, p in tps],
                                     enough={(flow.name, t, p): ends[(t, p)] for t, p in tps},
-                                    progress=rows)
+                                    progress=rows, cache=self._stores)
         recorded = {(t, p): e.upstream for (_, t, p), e in ends_of.items()
                     if e.upstream is not None}
         updated = [clock.aware(r.updated_at) for r in progress.values() if r.updated_at is not None]
