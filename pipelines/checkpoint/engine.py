@@ -238,6 +238,16 @@ class Checkpointer:
         return {tuple(r[k] for k in history.CHECKPOINT_KEY):
                 Previous(r["source_offset"], r["target_offset"]) for r in rows}
 
+    def _checkpoints_before(self, source_cluster: str, groups: list[str], now: dt.datetime,
+                            complete: bool) -> tuple[dict[tuple, CheckpointRecord],
+                                                     dict[tuple, Previous]]:
+        """A plan's latest checkpoints (what a pass records depends on them) and what the
+        "never backwards" hold needs of them; a ``complete`` plan reads only the latter."""
+        if complete:
+            return {}, self.previous_checkpoints(source_cluster, groups, now)
+        latest = self.latest_checkpoints(source_cluster, groups, now)
+        return latest, _previous(latest)
+
     # --- the pass ------------------------------------------------------------------------
 
     def mappings(self, flow: FlowConfig, topics: Iterable[str]) -> dict[str, TopicMapping]:
@@ -296,20 +306,16 @@ class Checkpointer:
                 stores = self.load_stores(mappings)
                 latest_commits = {} if complete else self.latest_commits(
                     (flow.source, flow.target), group_ids, self._since(now))
-                latest = ({} if complete
-                          else self.latest_checkpoints(flow.source, group_ids, now))
-                previous = (self.previous_checkpoints(flow.source, group_ids, now) if complete
-                            else _previous(latest))
+                latest, previous = self._checkpoints_before(flow.source, group_ids, now,
+                                                            complete)
             else:  # independent Spark reads: overlap their driver-side latency
                 with ThreadPoolExecutor(max_workers=2) as reads:
                     stores_f = reads.submit(self.load_stores, mappings)
                     commits_f = None if complete else reads.submit(
                         self.latest_commits, (flow.source, flow.target), group_ids,
                         self._since(now))
-                    latest = ({} if complete
-                              else self.latest_checkpoints(flow.source, group_ids, now))
-                    previous = (self.previous_checkpoints(flow.source, group_ids, now)
-                                if complete else _previous(latest))
+                    latest, previous = self._checkpoints_before(flow.source, group_ids, now,
+                                                                complete)
                     stores = stores_f.result()
                     latest_commits = {} if commits_f is None else commits_f.result()
             target_commits, target_states = (ahead.result() if ahead is not None

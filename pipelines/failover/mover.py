@@ -305,10 +305,9 @@ class Mover:
         latest = options.cutoff and self.config.prefixless
         operation_ids = {g: f"{kind}-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
                          for g in groups}
-        committed_topics: dict[str, set[str]] = {g: set() for g in groups}
-        for c in plan.result.source_commits:
-            committed_topics.setdefault(c.group_id, set()).add(c.topic)
-        subscribe = {g: subscribe_topics(self.config, flow, committed_topics[g]) for g in groups}
+        committed = _by_group(plan.result.source_commits)
+        subscribe = {g: subscribe_topics(self.config, flow,
+                                         {t for t, _ in committed.get(g, {})}) for g in groups}
         mode = "disaster" if not live else "cutoff" if options.cutoff else "continuous"
         acls = acl_check.for_move(self.config, source, target, subscribe, live,
                                   options.require_acls)
