@@ -109,8 +109,8 @@ class LedgerEngine:
                         and direct.local_path(location) is not None)
         self.declined: str | None = None  # why delta-rs gave way to Spark
         self._opened: direct.Tables = {}  # one log replay per table for this engine's reads
-        # (flow, offset_syncs version) -> (topics loaded, None for all; the store)
-        self._stores: dict[tuple[str, int], tuple[frozenset[str] | None, OffsetSyncStore]] = {}
+        # (flow, offset_syncs version) -> the store loaded (OffsetSyncStore.topics: what it holds)
+        self._stores: dict[tuple[str, int], OffsetSyncStore] = {}
 
     @classmethod
     def of(cls, ledger: LedgerEngine | Ledger) -> LedgerEngine:
@@ -309,13 +309,11 @@ class LedgerEngine:
             # their topics costs the same, and serves a later load of those topics too.
             version = self.version(OFFSET_SYNCS) if version is None else version
             held = self._stores.get((flow, version))
-            if held is not None and (held[0] is None or (topics is not None
-                                                         and topics <= held[0])):
-                return held[1]
+            if held is not None and held.holds(topics):
+                return held
             store = OffsetSyncStore.load_direct(self, flow, version, topics)
             if store is not None:
-                self._stores[(flow, version)] = (
-                    None if topics is None else frozenset(topics), store)
+                self._stores[(flow, version)] = store
                 return store
             self.decline(f"the runs of flow {flow} are not read with delta-rs")
         return OffsetSyncStore.load(self.ledger, flow, version, topics, partitions)

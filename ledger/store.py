@@ -82,6 +82,13 @@ class OffsetSyncStore:
     version: int
     runs: dict[tuple[str, int], list[translation.Run]] = field(default_factory=dict)
     replica_topics: dict[str, str] = field(default_factory=dict)
+    topics: frozenset[str] | None = None
+    """The topics whose every partition this store holds (None: every topic of the flow); a
+    load restricted to some partitions holds no topic whole."""
+
+    def holds(self, topics: set[str] | None) -> bool:
+        """Whether this store answers a load of ``topics`` (None: the whole flow)."""
+        return self.topics is None or (topics is not None and topics <= self.topics)
 
     @classmethod
     def load(cls, ledger: Ledger, flow: str, version: int | None = None,
@@ -97,7 +104,7 @@ class OffsetSyncStore:
         from pyspark.sql import functions as F
 
         version = ledger.version(OFFSET_SYNCS) if version is None else version
-        store = cls(flow, version)
+        store = cls(flow, version, topics=_held(topics, partitions))
         if (topics is not None and not topics) or (partitions is not None and not partitions):
             return store
         runs = restrict(ledger.read(OFFSET_SYNCS, version=version).where(F.col("flow") == flow),
@@ -137,7 +144,7 @@ class OffsetSyncStore:
         from ledger.sql import literal, timestamp
 
         version = engine.version(OFFSET_SYNCS) if version is None else version
-        store = cls(flow, version)
+        store = cls(flow, version, topics=_held(topics, partitions))
         if (topics is not None and not topics) or (partitions is not None and not partitions):
             return store
         # Partitions are kept below, not in the SQL: a predicate of hundreds of
@@ -217,6 +224,13 @@ class OffsetSyncStore:
         """One past the highest replica offset the runs hold (what a reader there may have read)."""
         runs = self.runs.get((topic, partition))
         return max(r.downstream_end for r in runs) if runs else None
+
+
+def _held(topics: set[str] | None, partitions: set[tuple[str, int]] | None
+          ) -> frozenset[str] | None:
+    if partitions is not None:
+        return frozenset()
+    return None if topics is None else frozenset(topics)
 
 
 def _partitions_sql(partitions: Iterable[tuple[str, int]]) -> str:

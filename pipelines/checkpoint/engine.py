@@ -253,17 +253,28 @@ class Checkpointer:
     def mappings(self, flow: FlowConfig, topics: Iterable[str]) -> dict[str, TopicMapping]:
         return map_topics(self.config, flow, topics)
 
-    def load_stores(self, mappings: dict[str, TopicMapping]) -> dict[str, OffsetSyncStore]:
-        version = self.engine.version(OFFSET_SYNCS)
+    def load_stores(self, mappings: Mapping[str, TopicMapping],
+                    held: Mapping[str, OffsetSyncStore] | None = None,
+                    ) -> dict[str, OffsetSyncStore]:
+        """The stores translating ``mappings``, every flow at one ``offset_syncs`` version.
+
+        ``held`` (a move's coverage check loaded them): kept where they hold the topics, and
+        their version read for any other flow; else the latest version.
+        """
+        held = held or {}
+        version = (next(iter(held.values())).version if held
+                   else self.engine.version(OFFSET_SYNCS))
         by_flow: dict[str, set[str]] = {}
         for m in mappings.values():
             by_flow.setdefault(m.sync_flow, set()).add(m.sync_topic)
-        return {flow: self.engine.load_store(flow, version, topics)
+        return {flow: held[flow] if flow in held and held[flow].holds(topics)
+                else self.engine.load_store(flow, version, topics)
                 for flow, topics in sorted(by_flow.items())}
 
     def plan(self, flow_name: str, *, groups: list[str] | None = None,
              allow_unreachable_source: bool = False,
-             recorded_commits: bool = False, complete: bool = False) -> CheckpointPlan:
+             recorded_commits: bool = False, complete: bool = False,
+             stores: Mapping[str, OffsetSyncStore] | None = None) -> CheckpointPlan:
         """Observe and translate; decide the offset writes; write nothing anywhere.
 
         ``recorded_commits`` (a disaster declared with ``--disaster``): S is not contacted and
@@ -272,7 +283,10 @@ class Checkpointer:
         the latest recorded commits and checkpoints, which decide what a pass records
         (``history.to_record``), are not read (``plan.latest_*`` stay empty): the "never
         backwards" hold reads the two offsets per key it needs (:meth:`previous_checkpoints`).
+        ``stores``: loaded already at one version (a move's, by the coverage check that found
+        the commits covered): the plan translates over them, at that version.
         """
+        held = stores
         flow = self.config.flow(flow_name)
         now = clock.now()
         result = CheckpointResult(uuid.uuid4().hex, flow.name)
@@ -303,14 +317,14 @@ class Checkpointer:
             result.source_commits = commits
             mappings = self.mappings(flow, {c.topic for c in commits})
             if self.engine.direct:  # in-process reads of a few files: one after the other
-                stores = self.load_stores(mappings)
+                stores = self.load_stores(mappings, held)
                 latest_commits = {} if complete else self.latest_commits(
                     (flow.source, flow.target), group_ids, self._since(now))
                 latest, previous = self._checkpoints_before(flow.source, group_ids, now,
                                                             complete)
             else:  # independent Spark reads: overlap their driver-side latency
                 with ThreadPoolExecutor(max_workers=2) as reads:
-                    stores_f = reads.submit(self.load_stores, mappings)
+                    stores_f = reads.submit(self.load_stores, mappings, held)
                     commits_f = None if complete else reads.submit(
                         self.latest_commits, (flow.source, flow.target), group_ids,
                         self._since(now))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ledger import clock
@@ -115,6 +115,7 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
               label: str, now: dt.datetime | None = None,
               checkpoint_id: str | None = None,
               log_starts: set[tuple[str, str, int]] = frozenset(),
+              stores: Mapping[str, OffsetSyncStore] | None = None,
               ) -> tuple[list[CheckpointRecord], dict[str, OffsetSyncStore]]:
     """Translate ``offsets`` of a reader on ``source`` to ``target``, reading the ledger only.
 
@@ -123,6 +124,7 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
     (by flow) they were translated over. ``log_starts`` (``{(direction, topic, partition)}``,
     ``pipelines.checkpoint.coverage.log_start_keys``) have nothing before the offset to copy:
     their checkpoints stay untranslated and the reader starts at the target's log start.
+    ``stores``: loaded already (a move's coverage check): translated over, at their version.
 
     Raises:
         UntranslatableOffsetsError: a topic with no mapping, or a partition with no
@@ -137,9 +139,9 @@ def translate(checkpointer: Checkpointer, source: str, target: str, offsets: Off
                 "reverse-checkpoints it" for (t, p), o in sorted(offsets.items())
                 if t in unmapped]
     checkpoints: list[CheckpointRecord] = []
-    stores: dict[str, OffsetSyncStore] = {}
+    held, stores = stores, {}
     if mappings:
-        stores = checkpointer.load_stores(mappings)
+        stores = checkpointer.load_stores(mappings, held)
         commits = [GroupCommit(source, label, t, p, o) for (t, p), o in sorted(offsets.items())
                    if t in mappings]
         checkpoints = compute_checkpoints(

@@ -16,8 +16,9 @@ never "the newest run's end"::
 
 Invariants:
     * Reads only: the ledger (``replication_progress``, then the runs of the partitions still
-      in doubt) and the move's source S (log starts of partitions without runs, read_committed
-      probes of the gaps); nothing is written.
+      in doubt, or for a move every run its plan translates with) and the move's source S (log
+      starts of partitions without runs, read_committed probes of the gaps); nothing is
+      written.
     * :func:`assess` is the only place coverage is decided and :func:`recorded_ends` the only
       place the ends are; every verb and the metric ask them.
     * A gap that cannot be told (an open transaction holds the last stable offset) is not
@@ -26,7 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ledger.config import Config, FlowConfig
@@ -197,6 +198,21 @@ class CoverageCheck:
 
     def assess(self, source: str, needs: list[Need]) -> list[CommitCoverage]:
         return assess(self.config, self.engine, source, needs)
+
+    def for_move(self, source: str, needs: list[Need],
+                 load_stores: Callable[[], Mapping[str, OffsetSyncStore]],
+                 ) -> tuple[list[CommitCoverage], Mapping[str, OffsetSyncStore]]:
+        """:meth:`assess` for a move, and the stores its plan translates over.
+
+        ``load_stores`` loads every flow the move translates with, at one ``offset_syncs``
+        version; the same stores answer the coverage, so a move loads the runs once and
+        translates at the version its commits were found covered at. They are loaded after
+        ``replication_progress`` is read, so their runs reach at least as far as its rows.
+        """
+        progress = progress_ends(self.engine, {n.key[0] for n in needs})
+        stores = load_stores()
+        return assess(self.config, self.engine, source, needs, progress=progress,
+                      stores=stores), stores
 
     def gaps(self, source: str, needs: list[Need]) -> list[CommitCoverage]:
         return [c for c in self.assess(source, needs) if not c.covered]

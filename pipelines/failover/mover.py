@@ -45,6 +45,7 @@ from ledger.engine import LedgerEngine
 from ledger.errors import OffsetLedgerError
 from ledger.records import CheckpointRecord, Operation
 from ledger.schemas import CHECKPOINTS, GROUP_OFFSETS, OFFSET_SYNCS, OPERATIONS, RESUME_POINTS
+from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 from pipelines.acls import check as acl_check
 from pipelines.checkpoint.compute import GroupCommit, OffsetWrite
@@ -55,7 +56,7 @@ from pipelines.checkpoint.engine import (
     CheckpointResult,
     resume_point,
 )
-from pipelines.checkpoint.mapping import FORWARD, subscribe_topics
+from pipelines.checkpoint.mapping import FORWARD, TopicMapping, subscribe_topics
 from pipelines.checkpoint.readiness import CoverageCheck, empty_before_runs, replication_lag
 from pipelines.checkpoint.report import render, translation_rows
 from pipelines.edge import kafka_admin, kafka_offsets, preflight
@@ -184,21 +185,24 @@ class Mover:
                        live: bool, flow: FlowConfig | None = None) -> list[str]:
         return self.checkpointer.resolve_groups(groups, regex, source, live, flow)
 
-    def wait_for_replication(self, source: str, needs: list[Need],
-                             options: MoveOptions) -> list[CommitCoverage]:
+    def wait_for_replication(self, source: str, needs: list[Need], options: MoveOptions,
+                             mappings: Mapping[str, TopicMapping],
+                             ) -> tuple[list[CommitCoverage], Mapping[str, OffsetSyncStore]]:
         """Block until the runs cover ``needs``; with --catch-up, replicate until they do.
 
         Returns the final coverage (``pipelines.checkpoint.readiness.assess``, the rule of
-        ``status`` too): its ``from_log_start`` commits resume at the target's log start.
+        ``status`` too), whose ``from_log_start`` commits resume at the target's log start, and
+        the stores it was found with (``mappings``' flows at one version): the plan's.
         """
         deadline = time.monotonic() + options.timeout
         while True:
-            coverage = self.coverage.assess(source, needs)
+            coverage, stores = self.coverage.for_move(
+                source, needs, lambda: self.checkpointer.load_stores(mappings))
             gaps = [c for c in coverage if not c.covered]
             if not gaps:
                 if sys.stderr.isatty():
                     _progress("replication covers the groups' offsets".ljust(70) + "\n")
-                return coverage
+                return coverage, stores
             _progress(f"waiting for replication: {len(gaps)} partition(s), "
                       f"{sum(g.missing for g in gaps)} record(s) to cover")
             remaining = deadline - time.monotonic()
@@ -281,12 +285,13 @@ class Mover:
                 cutoffs.wait_for_groups_to_drain(source_cluster, groups, ends, options.timeout)
                 commits, _ = self.checkpointer.observe(source, groups, inactive=True)
             needs = needs_for(commits, mappings, ends)
-            log_starts = log_start_keys(self.wait_for_replication(source, needs, options))
+            coverage, stores = self.wait_for_replication(source, needs, options, mappings)
+            log_starts = log_start_keys(coverage)
         else:
-            needs, log_starts = [], set()
+            needs, log_starts, stores = [], set(), {}
+        # Over the stores the commits were found covered with: one load of the runs.
         plan = self.checkpointer.plan(flow.name, groups=groups, recorded_commits=not live,
-                                      complete=True)
-        # Over the plan's stores (loaded after the wait): one load of the runs, not two.
+                                      complete=True, stores=stores)
         lag = replication_lag(self.config, self.engine, needs, stores=plan.stores)
         if not live:  # S is not asked: only an offset 0 has nothing before it, surely
             log_starts = {(cp.direction, cp.source_topic, cp.partition)

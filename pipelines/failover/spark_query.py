@@ -127,16 +127,18 @@ class QueryMover:
         offsets = _merge(checkpoint.sources, checkpoint.path)
         commits = [GroupCommit(source, label, t, p, o) for (t, p), o in sorted(offsets.items())]
         checkpointer = self.mover.checkpointer
-        lag, log_starts = 0, set()
+        lag, log_starts, held = 0, set(), None
         if live:
-            needs = needs_for(commits, checkpointer.mappings(flow, {t for t, _ in offsets}))
-            log_starts = log_start_keys(self.mover.wait_for_replication(source, needs, options))
-            lag = replication_lag(self.config, self.ledger, needs)
+            mappings = checkpointer.mappings(flow, {t for t, _ in offsets})
+            needs = needs_for(commits, mappings)
+            coverage, held = self.mover.wait_for_replication(source, needs, options, mappings)
+            log_starts = log_start_keys(coverage)
+            lag = replication_lag(self.config, self.ledger, needs, stores=held)
         self._await_quiet(checkpoint, started_mono, options.quiet_s)
         now = clock.now()
         checkpoints, stores = offsets_json.translate(
             checkpointer, source, target, offsets, label=label, now=now,
-            checkpoint_id=uuid.uuid4().hex, log_starts=log_starts)
+            checkpoint_id=uuid.uuid4().hex, log_starts=log_starts, stores=held)
         subscribe = [subscribe_topics(self.config, flow, {t for t, _ in s})
                      for s in checkpoint.sources]
         translated = offsets_json.translated(checkpoints)

@@ -78,8 +78,13 @@ def test_the_query_gives_the_python_spans_of_random_histories(tmp_path, seed: in
     assert store.runs == {("T", p): expected(runs) for p, runs in histories.items()}
     assert store.replica_topics == {"T": "P.T"}
     some = {("T", p) for p in range(0, 40, 7)}
-    assert OffsetSyncStore.load_direct(engine, FLOW, partitions=some).runs == {
-        k: v for k, v in store.runs.items() if k in some}
+    part = OffsetSyncStore.load_direct(engine, FLOW, partitions=some)
+    assert part.runs == {k: v for k, v in store.runs.items() if k in some}
+    # what a load holds whole, for a later load to reuse: all, the topics asked, or none
+    assert store.holds(None) and store.holds({"T", "U"})
+    assert not part.holds({"T"}) and part.holds(set())
+    of_t = OffsetSyncStore.load_direct(engine, FLOW, topics={"T"})
+    assert of_t.holds({"T"}) and not of_t.holds({"T", "U"}) and not of_t.holds(None)
 
 
 @pytest.mark.parametrize("seed", range(3))

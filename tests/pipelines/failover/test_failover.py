@@ -123,3 +123,44 @@ def test_replication_lag_times_out_clearly(spark, replicated, capsys):
     err = capsys.readouterr().err
     assert "replication has not caught up within 1s" in err
     assert f"P->B {topic}[" in err and "group committed" in err
+
+
+def test_a_move_translates_over_the_runs_its_coverage_was_found_with(spark, replicated,
+                                                                      monkeypatch):
+    """The coverage check loads the runs the plan translates with, once; a ``replicate``
+    commit between the check and the plan changes nothing: the failover translates and records
+    the ``offset_syncs`` version at which the group's commits were found covered."""
+    from ledger.schemas import OFFSET_SYNCS
+    from ledger.store import OffsetSyncStore
+
+    config, topic, group = replicated
+    ledger = Ledger(spark, config.ledger_location)
+    covered_at = ledger.version(OFFSET_SYNCS)
+    loads: list[str] = []
+    for name in ("load", "load_direct"):
+        real = getattr(OffsetSyncStore, name).__func__
+
+        def counted(cls, engine, flow, *args, _real=real, **kwargs):
+            loads.append(flow)
+            return _real(cls, engine, flow, *args, **kwargs)
+
+        monkeypatch.setattr(OffsetSyncStore, name, classmethod(counted))
+    planned = Checkpointer.plan
+
+    def plan_after_a_commit(self, *args, **kwargs):
+        produce(config.cluster("P"), topic, [f"late{i}" for i in range(6)], 2)
+        replicate_once(spark, config, "P->B")  # runs of the late records: a newer version
+        return planned(self, *args, **kwargs)
+
+    monkeypatch.setattr(Checkpointer, "plan", plan_after_a_commit)
+    assert cli.main(["failover", "--group", group, "--from", "P", "--to", "B",
+                     "--config", config.path]) == 0
+    assert ledger.version(OFFSET_SYNCS) > covered_at  # the commit did land in between
+    assert loads == ["P->B"]
+    [operation] = ledger.read(OPERATIONS).where(f"group_id = '{group}'").collect()
+    assert operation["offset_syncs_version"] == covered_at
+    committed = kafka_offsets.list_offsets(config.cluster("P"), "committed", group=group)
+    on_b = kafka_offsets.list_offsets(config.cluster("B"), "committed", group=group)
+    # Translated where G committed (identity on a fresh replica); its other partition starts
+    # at the replica's log start.
+    assert on_b == {(f"P.{topic}", p): committed.get((topic, p), 0) for p in (0, 1)}
