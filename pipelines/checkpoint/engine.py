@@ -274,7 +274,8 @@ class Checkpointer:
     def plan(self, flow_name: str, *, groups: list[str] | None = None,
              allow_unreachable_source: bool = False,
              recorded_commits: bool = False, complete: bool = False,
-             stores: Mapping[str, OffsetSyncStore] | None = None) -> CheckpointPlan:
+             stores: Mapping[str, OffsetSyncStore] | None = None,
+             observed: tuple[list[GroupCommit], dict] | None = None) -> CheckpointPlan:
         """Observe and translate; decide the offset writes; write nothing anywhere.
 
         ``recorded_commits`` (a disaster declared with ``--disaster``): S is not contacted and
@@ -285,6 +286,8 @@ class Checkpointer:
         backwards" hold reads the two offsets per key it needs (:meth:`previous_checkpoints`).
         ``stores``: loaded already at one version (a move's, by the coverage check that found
         the commits covered): the plan translates over them, at that version.
+        ``observed``: the source's commits and states of ``groups``, read by the caller with
+        the groups inactive (a move's :meth:`observe`): not read again.
         """
         held = stores
         flow = self.config.flow(flow_name)
@@ -300,9 +303,14 @@ class Checkpointer:
                 if recorded_commits:
                     raise kafka_admin.KafkaAdminError(f"cluster {flow.source} declared lost",
                                                       "unreachable")
-                kafka_admin.check_reachable(source_cluster, timeout=5.0)
-                group_ids = groups if groups is not None else self.groups_on(flow, flow.source)
-                commits, states = self.observe(flow.source, group_ids)
+                if observed is not None and groups is not None:
+                    group_ids = groups
+                    commits, states = observed
+                else:
+                    kafka_admin.check_reachable(source_cluster, timeout=5.0)
+                    group_ids = (groups if groups is not None
+                                 else self.groups_on(flow, flow.source))
+                    commits, states = self.observe(flow.source, group_ids)
             except kafka_admin.KafkaAdminError as exc:
                 # Only a source that does not answer is left for the recorded commits; refused
                 # credentials or a missing ACL are errors to fix (pipelines.edge.kafka_errors).

@@ -277,21 +277,24 @@ class Mover:
         if live:
             # Continuous: the groups must be stopped now. Cutoff: they may still be draining
             # to the ends; they must be stopped once they have.
-            commits, _ = self.checkpointer.observe(source, groups, inactive=not options.cutoff)
+            observed = self.checkpointer.observe(source, groups, inactive=not options.cutoff)
+            commits = observed[0]
             mappings = self.checkpointer.mappings(flow, {c.topic for c in commits})
             if options.cutoff:
                 parts = cutoffs.partitions_of(source_cluster, set(mappings))
                 ends = cutoffs.check_producers_stopped(source_cluster, parts, options.quiet_s)
                 cutoffs.wait_for_groups_to_drain(source_cluster, groups, ends, options.timeout)
-                commits, _ = self.checkpointer.observe(source, groups, inactive=True)
+                observed = self.checkpointer.observe(source, groups, inactive=True)
+                commits = observed[0]
             needs = needs_for(commits, mappings, ends)
             coverage, stores = self.wait_for_replication(source, needs, options, mappings)
             log_starts = log_start_keys(coverage)
         else:
-            needs, log_starts, stores = [], set(), {}
-        # Over the stores the commits were found covered with: one load of the runs.
+            needs, log_starts, stores, observed = [], set(), {}, None
+        # Over the commits just read (the groups are inactive) and the stores they were found
+        # covered with: one read of each.
         plan = self.checkpointer.plan(flow.name, groups=groups, recorded_commits=not live,
-                                      complete=True, stores=stores)
+                                      complete=True, stores=stores, observed=observed)
         lag = replication_lag(self.config, self.engine, needs, stores=plan.stores)
         if not live:  # S is not asked: only an offset 0 has nothing before it, surely
             log_starts = {(cp.direction, cp.source_topic, cp.partition)
@@ -337,11 +340,12 @@ class Mover:
                                         at_start, committed=_by_group(plan.target_commits))
             result = self.checkpointer.commit(plan, sync=True, operation_id=operation_ids,
                                               reason=kind, strict=True, starts=starts)
+        # Ready: the offsets are on the target (and their checkpoints in the ledger), the groups
+        # can resume there. What follows records the operation's audit evidence and row.
+        seconds = time.monotonic() - started_mono
         if not options.dry_run:
             evidence.record(self.engine, self.config, result.checkpoints, operation_ids,
                             plan.stores, result.versions[CHECKPOINTS], plan.now)
-        seconds = time.monotonic() - started_mono
-        if not options.dry_run:
             self.record_operations(MoveRecord(kind, tuple(groups), source, target,
                                               operation_ids, subscribe, started, seconds,
                                               live, mode, acls={g: c.summary() for g, c in

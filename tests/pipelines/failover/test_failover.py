@@ -127,9 +127,10 @@ def test_replication_lag_times_out_clearly(spark, replicated, capsys):
 
 def test_a_move_translates_over_the_runs_its_coverage_was_found_with(spark, replicated,
                                                                       monkeypatch):
-    """The coverage check loads the runs the plan translates with, once; a ``replicate``
-    commit between the check and the plan changes nothing: the failover translates and records
-    the ``offset_syncs`` version at which the group's commits were found covered."""
+    """The coverage check loads the runs the plan translates with, once, and the plan uses the
+    commits the move read with the group inactive; a ``replicate`` commit between the check and
+    the plan changes nothing: the failover translates and records the ``offset_syncs`` version
+    at which the group's commits were found covered."""
     from ledger.schemas import OFFSET_SYNCS
     from ledger.store import OffsetSyncStore
 
@@ -145,6 +146,14 @@ def test_a_move_translates_over_the_runs_its_coverage_was_found_with(spark, repl
             return _real(cls, engine, flow, *args, **kwargs)
 
         monkeypatch.setattr(OffsetSyncStore, name, classmethod(counted))
+    observed: list[str] = []
+    real_observe = Checkpointer.observe
+
+    def counted_observe(self, cluster_alias, *args, **kwargs):
+        observed.append(cluster_alias)
+        return real_observe(self, cluster_alias, *args, **kwargs)
+
+    monkeypatch.setattr(Checkpointer, "observe", counted_observe)
     planned = Checkpointer.plan
 
     def plan_after_a_commit(self, *args, **kwargs):
@@ -157,6 +166,7 @@ def test_a_move_translates_over_the_runs_its_coverage_was_found_with(spark, repl
                      "--config", config.path]) == 0
     assert ledger.version(OFFSET_SYNCS) > covered_at  # the commit did land in between
     assert loads == ["P->B"]
+    assert sorted(observed) == ["B", "P"]  # the source's commits are read once, inactive
     [operation] = ledger.read(OPERATIONS).where(f"group_id = '{group}'").collect()
     assert operation["offset_syncs_version"] == covered_at
     committed = kafka_offsets.list_offsets(config.cluster("P"), "committed", group=group)
