@@ -159,7 +159,8 @@ _TABLES = (
         _c("resume_points_version", BIGINT, "ledger version used", null=True),
         _c("reverse_checkpointing", BOOLEAN, "a reverse checkpoint was part of it"),
         _c("started_at", TIMESTAMP, "when it started"),
-        _c("ready_at", TIMESTAMP, "when the group could resume", null=True),
+        _c("ready_at", TIMESTAMP, "when the group could resume: its offsets written on the "
+           "target, their checkpoints in the ledger", null=True),
         _c("seconds_to_ready", DOUBLE, "ready_at - started_at in seconds", null=True),
         _c("message", STRING, "a note (disaster, cutoff, Spark query)", null=True),
     ), ("operation_id",)),
