@@ -275,7 +275,8 @@ class Checkpointer:
              allow_unreachable_source: bool = False,
              recorded_commits: bool = False, complete: bool = False,
              stores: Mapping[str, OffsetSyncStore] | None = None,
-             observed: tuple[list[GroupCommit], dict] | None = None) -> CheckpointPlan:
+             observed: tuple[list[GroupCommit], dict] | None = None,
+             target: bool = True) -> CheckpointPlan:
         """Observe and translate; decide the offset writes; write nothing anywhere.
 
         ``recorded_commits`` (a disaster declared with ``--disaster``): S is not contacted and
@@ -288,6 +289,9 @@ class Checkpointer:
         the commits covered): the plan translates over them, at that version.
         ``observed``: the source's commits and states of ``groups``, read by the caller with
         the groups inactive (a move's :meth:`observe`): not read again.
+        ``target``: read T's commits and decide the offset writes. ``False`` (``translate``,
+        which writes nothing and prints no write): T is not asked, ``plan.writes`` and
+        ``plan.skipped`` stay empty.
         """
         held = stores
         flow = self.config.flow(flow_name)
@@ -297,7 +301,7 @@ class Checkpointer:
         with ThreadPoolExecutor(max_workers=1) as pool:
             # Named groups: T's commits are read while S and the ledger are (Kafka waits, in
             # the command's context: its admin clients); the ledger stays on this thread.
-            ahead = None if groups is None else pool.submit(
+            ahead = None if groups is None or not target else pool.submit(
                 contextvars.copy_context().run, self.observe, flow.target, groups)
             try:
                 if recorded_commits:
@@ -340,13 +344,15 @@ class Checkpointer:
                                                                 complete)
                     stores = stores_f.result()
                     latest_commits = {} if commits_f is None else commits_f.result()
-            target_commits, target_states = (ahead.result() if ahead is not None
-                                             else self.observe(flow.target, group_ids))
+            target_commits, target_states = (
+                ahead.result() if ahead is not None
+                else self.observe(flow.target, group_ids) if target else ([], {}))
         result.checkpoints = compute_checkpoints(
             commits, mappings, stores, previous, checkpoint_id=result.checkpoint_id,
             target_cluster=flow.target, now=now)
-        existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
-        result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)
+        if target:
+            existing = {(c.group_id, c.topic, c.partition): c.offset for c in target_commits}
+            result.writes, result.skipped = decide_offset_writes(result.checkpoints, existing)
         result.stores = stores
         result.versions = {OFFSET_SYNCS: next(iter(stores.values())).version if stores
                            else self.engine.version(OFFSET_SYNCS)}

@@ -90,7 +90,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
             live = False  # as for --group: the commits recorded in the ledger answer
         groups = checkpointer.resolve_groups(groups, args.group_regex, args.source, live,
                                              config.flow(f"{args.source}->{args.target}"))
-    result = checkpointer.run(f"{args.source}->{args.target}", groups=groups, sync=False,
-                              allow_unreachable_source=True, dry_run=True)
-    print(render(translation_rows(result.checkpoints), args.format or "table"))
+    checkpointer.engine.require()
+    # Translation only: T's commits decide offset writes, and translate writes nothing.
+    plan = checkpointer.plan(f"{args.source}->{args.target}", groups=groups,
+                             allow_unreachable_source=True, complete=True, target=False)
+    print(render(translation_rows(plan.result.checkpoints), args.format or "table"))
     return 0

@@ -19,6 +19,7 @@ import argparse
 import base64
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -143,7 +144,32 @@ def _new_cluster_id() -> str:
             return cluster_id
 
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PORT = 20000
+_RANDOM = random.SystemRandom()  # never a seeded sequence: two processes must not agree
+
+
+def _ephemeral_low() -> int | None:
+    """The lowest port the kernel hands out as a connection's local port, if known."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, for a server started a moment later.
+
+    Taken below the kernel's ephemeral range where the system has one: a port from that range
+    (what binding port 0 returns) can be handed to any outgoing connection's local end between
+    this call and the server's bind (a broker then fails with "Address already in use"), while
+    ports below it are only ever taken by a bind.
+    """
+    low = _ephemeral_low()
+    if low is not None and low - _LOWEST_PORT >= 1000:
+        for port in _RANDOM.sample(range(_LOWEST_PORT, low), 200):
+            if port_free(host, port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])

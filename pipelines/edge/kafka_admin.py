@@ -93,8 +93,9 @@ class AdminClients:
     def _key(cluster: ClusterConfig) -> tuple:
         return cluster.alias, tuple(sorted((k, repr(v)) for k, v in cluster.properties.items()))
 
-    def get(self, cluster: ClusterConfig) -> AdminClient:
-        key = self._key(cluster)
+    def get(self, cluster: ClusterConfig, lane: int = 0) -> AdminClient:
+        """``cluster``'s client; ``lane`` > 0: another client of its own (:func:`lanes`)."""
+        key = self._key(cluster), lane
         with self._lock:
             if self.closed:
                 raise RuntimeError("the command's admin clients are closed")
@@ -110,7 +111,8 @@ class AdminClients:
         fenced (``FENCED_LEADER_EPOCH``) until its metadata refresh, minutes later.
         """
         with self._lock:
-            self._clients.pop(self._key(cluster), None)
+            for key in [k for k in self._clients if k[0] == self._key(cluster)]:
+                del self._clients[key]
 
     def __len__(self) -> int:
         return len(self._clients)
@@ -144,13 +146,32 @@ def clients(fresh: bool = False) -> Iterator[AdminClients]:
         cache.close()
 
 
-def admin(cluster: ClusterConfig) -> AdminClient:
+def admin(cluster: ClusterConfig, lane: int = 0) -> AdminClient:
     """The command's admin client for ``cluster`` (a new one outside :func:`clients`); its
-    ``watch`` (``kafka_errors.ErrorWatch``) explains its failures."""
+    ``watch`` (``kafka_errors.ErrorWatch``) explains its failures. ``lane``: see :func:`lanes`."""
     cache = _COMMAND_CLIENTS.get()
     if cache is None or cache.closed:
         return _new_admin(cluster)
-    return cache.get(cluster)
+    return cache.get(cluster, lane)
+
+
+GROUPS_PER_LANE = 25
+MAX_LANES = 8
+
+
+def lanes(cluster: ClusterConfig, requests: int) -> list[AdminClient]:
+    """Admin clients to spread ``requests`` one-group requests over, the command's own first.
+
+    A broker handles one connection's requests one at a time (it reads the next only once it
+    has answered the last), and Kafka takes one group per OffsetCommit or OffsetFetch request
+    here: on one client, 200 groups' requests queue behind each other on the coordinator's
+    connection, however early they are sent. Each lane is a client with connections of its
+    own, so the broker works on several at once (200 groups' offset writes on the embedded
+    broker: 1.4 s on one connection, 0.4 s on four, 0.23 s on eight). One lane per
+    ``GROUPS_PER_LANE`` requests, at most ``MAX_LANES``: a few groups keep one client.
+    """
+    count = max(1, min(MAX_LANES, -(-requests // GROUPS_PER_LANE)))
+    return [admin(cluster, lane) for lane in range(count)]
 
 
 def renew(cluster: ClusterConfig) -> None:
@@ -422,15 +443,17 @@ def alter_groups_offsets(cluster: ClusterConfig,
             raise active
         if active is not None:
             skipped[group] = active
-    client = admin(cluster)
+    writing = sorted(set(offsets) - set(skipped))
+    clients = lanes(cluster, len(writing))
     futures = {}
-    for group in sorted(set(offsets) - set(skipped)):
+    for i, group in enumerate(writing):
         request = ConsumerGroupTopicPartitions(group, [
             TopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets[group].items())])
-        futures[group] = client.alter_consumer_group_offsets([request],
-                                                             request_timeout=TIMEOUT_S)[group]
+        client = clients[i % len(clients)]
+        futures[group] = client, client.alter_consumer_group_offsets(
+            [request], request_timeout=TIMEOUT_S)[group]
     errors = []
-    for group, future in futures.items():  # every answer awaited before raising
+    for group, (client, future) in futures.items():  # every answer awaited before raising
         try:
             result = future.result(timeout=RESULT_TIMEOUT_S)
         except Exception as exc:

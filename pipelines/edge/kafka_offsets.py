@@ -172,20 +172,23 @@ def committed_of(cluster: ClusterConfig, groups: Iterable[str],
     """``{group: {(topic, partition): committed offset}}`` of every group asked.
 
     Kafka takes one group per OffsetFetch request here: all are sent before any answer is
-    awaited (concurrent, not one round trip per group). A group that does not exist has no
-    offsets; a failure raises for the first group (in the order given) that failed.
+    awaited (concurrent, not one round trip per group), spread over
+    :func:`kafka_admin.lanes`. A group that does not exist has no offsets; a failure
+    raises for the first group (in the order given) that failed.
     """
     groups = list(dict.fromkeys(groups))
     wanted = None if partitions is None else [TopicPartition(t, p)
                                               for t, p in sorted(set(partitions))]
     if not groups or wanted == []:
         return {g: {} for g in groups}
-    client = kafka_admin.admin(cluster)
-    futures = {g: client.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(g, wanted)], request_timeout=kafka_admin.TIMEOUT_S)[g]
-        for g in groups}
+    clients = kafka_admin.lanes(cluster, len(groups))  # one connection answers one at a time
+    futures = {}
+    for i, g in enumerate(groups):
+        client = clients[i % len(clients)]
+        futures[g] = client, client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(g, wanted)], request_timeout=kafka_admin.TIMEOUT_S)[g]
     out, errors = {}, []
-    for group, future in futures.items():  # every answer awaited before raising
+    for group, (client, future) in futures.items():  # every answer awaited before raising
         try:
             result = future.result(timeout=kafka_admin.RESULT_TIMEOUT_S)
         except Exception as exc:

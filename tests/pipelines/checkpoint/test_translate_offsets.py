@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 from ledger.schemas import CHECKPOINTS, OPERATIONS, RESUME_POINTS
 from ledger.tables import Ledger
 from pipelines import cli
+from pipelines.checkpoint.engine import Checkpointer
 from pipelines.devtools.workload import consume, produce
 from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
@@ -82,9 +83,15 @@ def test_offsets_translate_forward_and_back_in_the_same_shape(spark, four_topics
     prefix = unique("tro-rx")
     for name, limit in ((f"{prefix}-a", 14), (f"{prefix}-b", 16)):
         consume(config.cluster("P"), name, [topic], limit=limit)
+    asked = []  # the clusters whose commits were read
+    observe = Checkpointer.observe
+    monkeypatch.setattr(Checkpointer, "observe", lambda self, alias, groups, **kw: (
+        asked.append(alias), observe(self, alias, groups, **kw))[1])
     assert translate(config, "--from", "P", "--to", "B", "--group-regex", f"{prefix}-.*",
                      "--format", "json") == 0
     rows = json.loads(capsys.readouterr().out)
+    # Translation only: B's commits would decide offset writes, and translate writes none.
+    assert asked == ["P"]
     assert {r["group"] for r in rows} == {f"{prefix}-a", f"{prefix}-b"}
     for r in rows:
         committed = kafka_offsets.list_offsets(config.cluster("P"), "committed", group=r["group"])

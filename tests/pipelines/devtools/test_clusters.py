@@ -95,3 +95,23 @@ def test_cluster_ids_never_look_like_options(monkeypatch):
     cluster_id = clusters._new_cluster_id()
     assert not cluster_id.startswith("-")
     assert cluster_id == "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+@pytest.mark.unit
+def test_free_port_is_outside_the_ephemeral_range_and_bindable(monkeypatch, tmp_path):
+    """A port an outgoing connection can take as its local end (the kernel's ephemeral range)
+    is never handed out: a broker started on it a moment later could not bind."""
+    from pipelines.devtools import clusters
+
+    low = clusters._ephemeral_low()
+    if low is not None:
+        for _ in range(50):
+            port = free_port()
+            assert clusters._LOWEST_PORT <= port < low
+    port = free_port()
+    with socket.socket() as s:  # nothing listens there: a server can bind it
+        s.bind(("127.0.0.1", port))
+    # Without a known range (not Linux), the kernel's own choice.
+    monkeypatch.setattr(clusters, "_EPHEMERAL_RANGE", tmp_path / "missing")
+    assert clusters._ephemeral_low() is None
+    assert 0 < free_port() < 65536

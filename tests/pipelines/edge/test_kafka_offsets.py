@@ -47,6 +47,51 @@ def test_one_admin_client_per_cluster_closed_with_the_command(monkeypatch):
     assert outside is not first and len(built) == 3
 
 
+class _Offsets(_Client):
+    """Answers OffsetFetch: each group's one committed offset, remembering who was asked."""
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        super().__init__(cluster)
+        self.asked: list[str] = []
+
+    def list_consumer_group_offsets(self, requests, request_timeout):
+        from concurrent.futures import Future
+
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        group = requests[0].group_id
+        self.asked.append(group)
+        future: Future = Future()
+        future.set_result(ConsumerGroupTopicPartitions(group, [
+            TopicPartition("t", 0, int(group[1:]))]))
+        return {group: future}
+
+
+@pytest.mark.unit
+def test_many_groups_are_spread_over_lanes_of_their_own(monkeypatch):
+    """A broker answers one connection's requests one at a time: 200 groups' one-group
+    requests go over several clients (connections), a few groups over the command's own."""
+    built: list[_Offsets] = []
+    monkeypatch.setattr(kafka_admin, "_new_admin",
+                        lambda cluster: built.append(_Offsets(cluster)) or built[-1])
+    with kafka_admin.clients() as command:
+        own = kafka_admin.admin(P)
+        assert kafka_admin.lanes(P, 1) == [own] and kafka_admin.lanes(P, 25) == [own]
+        assert len(kafka_admin.lanes(P, 26)) == 2
+        many = kafka_admin.lanes(P, 200)
+        assert len(many) == kafka_admin.MAX_LANES and many[0] is own
+        assert len({id(c) for c in many}) == kafka_admin.MAX_LANES
+        assert kafka_admin.lanes(P, 1000) == many  # kept for the command, like its own client
+        groups = [f"g{i}" for i in range(200)]
+        committed = kafka_offsets.committed_of(P, groups)
+        assert committed == {g: {("t", 0): int(g[1:])} for g in groups}
+        assert sorted(g for c in many for g in c.asked) == sorted(groups)
+        assert {len(c.asked) for c in many} == {200 // kafka_admin.MAX_LANES}
+        kafka_admin.renew(P)  # stale metadata: every lane is rebuilt, not only the first
+        assert not {id(c) for c in kafka_admin.lanes(P, 200)} & {id(c) for c in many}
+    assert command.closed and len(command) == 0
+
+
 @pytest.mark.unit
 def test_which_is_checked():
     with pytest.raises(ValueError, match="needs the group"):
