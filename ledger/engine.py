@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ledger import commits, direct
-from ledger.clock import local_naive
+from ledger.clock import local_naive, local_naive_converter
 from ledger.schemas import DERIVED, NATURAL_KEYS, OFFSET_SYNCS, TABLES, spark_schema
 
 # Re-exported: the verbs import the literals with the engine that runs their SQL.
@@ -62,13 +62,14 @@ ENGINES = ("auto", "spark")
 DIRECT, SPARK = "delta-rs", "spark"
 
 
-def _local_naive(value: Any) -> Any:
+def _local_naive(value: Any, convert: Callable[[dt.datetime], dt.datetime] = local_naive
+                 ) -> Any:
     if isinstance(value, dt.datetime):
-        return local_naive(value)
+        return convert(value)
     if isinstance(value, dict):
-        return {k: _local_naive(v) for k, v in value.items()}
+        return {k: _local_naive(v, convert) for k, v in value.items()}
     if isinstance(value, list):
-        return [_local_naive(v) for v in value]
+        return [_local_naive(v, convert) for v in value]
     return value
 
 
@@ -82,9 +83,12 @@ def _rows_local_naive(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         first = next((r[key] for r in rows if r[key] is not None), None)
         if isinstance(first, dt.datetime | dict | list):
             timed.append(key)
+    convert = local_naive_converter()
     for row in rows:
         for key in timed:
-            row[key] = _local_naive(row[key])
+            value = row[key]
+            row[key] = (convert(value) if isinstance(value, dt.datetime)
+                        else _local_naive(value, convert))
     return rows
 
 

@@ -75,17 +75,34 @@ def indented_json(value: Any, default: Any = None, depth: int = 0) -> str:
     partition, a commit, a translation). ``json.dumps(indent=2)`` runs Python's encoder over
     every value: for hundreds of groups a large part of a verb's time; here the C encoder
     writes the rows. ``default`` as ``json.dumps``'s."""
-    nested = (value.values() if isinstance(value, dict) else value
-              if isinstance(value, list) else ())
-    if not any(isinstance(v, dict | list) for v in nested):
-        return _encoder(default).encode(value)
+    encoder = _encoder(default)
+    if _flat(value):
+        return encoder.encode(value)
     pad, inner = "  " * depth, "  " * (depth + 1)
     if isinstance(value, dict):
         items = [f"{inner}{json.dumps(k)}: {indented_json(v, default, depth + 1)}"
                  for k, v in value.items()]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    items = [inner + indented_json(v, default, depth + 1) for v in value]
+    # The rows of a list (thousands in a status of hundreds of groups) are checked and encoded
+    # here, without a call per row.
+    items = [inner + (encoder.encode(v) if _flat(v) else indented_json(v, default, depth + 1))
+             for v in value]
     return "[\n" + ",\n".join(items) + f"\n{pad}]"
+
+
+def _flat(value: Any) -> bool:
+    """Not an object or list holding an object or list (one JSON line)."""
+    if type(value) is dict:
+        return _NESTED.isdisjoint(map(type, value.values()))
+    if type(value) is list:
+        return _NESTED.isdisjoint(map(type, value))
+    if isinstance(value, dict | list):  # a subclass: the same, one value at a time
+        values = value.values() if isinstance(value, dict) else value
+        return not any(isinstance(v, dict | list) for v in values)
+    return True
+
+
+_NESTED = frozenset({dict, list})
 
 
 @functools.cache

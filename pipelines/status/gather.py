@@ -11,9 +11,11 @@ Invariants:
     * A cluster that does not answer (or refuses the credentials) is reported as text in the
       result (``FlowStatus.error``, ``GroupStatus.errors``); it never raises out of a round.
     * One :class:`Gatherer` per round: its caches (reachability, topic lists) are one round's.
-    * Overlap without sharing: only Kafka reads of the groups' commits run beside the round
-      (:meth:`Gatherer.read_commits_ahead`), in the command's context (its admin clients);
-      every ledger read stays on the calling thread.
+    * Overlap without sharing: the Kafka reads of the groups' commits run beside the round
+      (:meth:`Gatherer.read_commits_ahead`), in the command's context (its admin clients).
+      One thread reads the ledger at a time: the round's first ledger reads may run ahead on
+      the pool (:meth:`Gatherer.read_ledger_ahead`) while the clusters are asked, and every
+      other ledger read waits for them first (:attr:`Gatherer.engine`).
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ class Gatherer:
 
     def __init__(self, config: Config, ledger: LedgerEngine | Ledger, many_groups: bool = False):
         self.config = config
-        self.engine = LedgerEngine.of(ledger)
+        self._engine = LedgerEngine.of(ledger)
+        self._ledger_ahead: Future | None = None
         self.policy = ReplicationPolicy.from_config(config)
         self._errors: dict[str, str | None] = {}
         self._topics: dict[str, dict[str, int]] = {}
@@ -105,6 +108,34 @@ class Gatherer:
         # Many groups: one whole load of a flow's runs per report, not one per group; one
         # group: only its partitions' runs, as failover reads them (the operator path).
         self._stores: dict[str, OffsetSyncStore] | None = {} if many_groups else None
+
+    @property
+    def engine(self) -> LedgerEngine:
+        """The ledger, once the reads started by :meth:`read_ledger_ahead` are done (their
+        error, if any, raised here): one thread reads it at a time."""
+        ahead, self._ledger_ahead = self._ledger_ahead, None
+        if ahead is not None:
+            ahead.result()
+        return self._engine
+
+    def read_ledger_ahead(self, pool: Executor, flows: Iterable[FlowConfig]) -> None:
+        """Start the round's first ledger reads on ``pool``: each flow's
+        ``replication_progress`` then, with many groups, the flow's whole store (what
+        :meth:`flow_status` reads once the source's ends are known). They run while the
+        clusters are asked for their topics and ends: on a live flow those are a second of
+        waits on a loaded machine, and so are these reads."""
+        flows = list(flows)
+        engine = self.engine
+
+        def read() -> None:
+            for flow in flows:
+                self._progress_rows.setdefault(
+                    flow.name, progress_ends(engine, self._progress_flows(flow)))
+                if self._stores is not None and flow.name not in self._stores:
+                    self._stores[flow.name] = engine.load_store(flow.name)
+
+        if flows:
+            self._ledger_ahead = pool.submit(contextvars.copy_context().run, read)
 
     def cluster_error(self, alias: str) -> str | None:
         """Why ``alias`` cannot be read (unreachable, credentials), or None."""
@@ -194,11 +225,14 @@ class Gatherer:
 
     def _progress(self, flow: FlowConfig) -> dict:
         """``replication_progress`` of the flow and of its reverse (read once per round)."""
+        engine = self.engine  # the reads ahead first: they may have read it
         if flow.name not in self._progress_rows:
-            names = {flow.name} | {f.name for f in self.config.enabled_flows()
-                                   if (f.source, f.target) == (flow.target, flow.source)}
-            self._progress_rows[flow.name] = progress_ends(self.engine, names)
+            self._progress_rows[flow.name] = progress_ends(engine, self._progress_flows(flow))
         return self._progress_rows[flow.name]
+
+    def _progress_flows(self, flow: FlowConfig) -> set[str]:
+        return {flow.name} | {f.name for f in self.config.enabled_flows()
+                              if (f.source, f.target) == (flow.target, flow.source)}
 
     # --- groups ----------------------------------------------------------------------------
 

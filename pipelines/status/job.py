@@ -81,9 +81,10 @@ def gather_report(config: Config, ledger, flows: list[FlowConfig], groups: list[
 
     gatherer = Gatherer(config, ledger, many_groups=len(groups) * len(flows) > 1)
     report = Report(clock.now())
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        # The groups' commits are read on both clusters while the flows' ends and the
-        # ledger are read here: a round costs about its longest part, not their sum.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        # The flows' first ledger reads and the groups' commits on both clusters run while
+        # the flows' ends are read here: a round costs about its longest part, not their sum.
+        gatherer.read_ledger_ahead(pool, flows)
         gatherer.read_commits_ahead(pool, [a for f in flows for a in (f.source, f.target)],
                                     groups)
         by_flow = {f.name: gatherer.flow_status(f) for f in flows}

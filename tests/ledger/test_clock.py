@@ -11,7 +11,7 @@ from ledger import clock, commits
 from ledger.engine import LedgerEngine, timestamp
 from ledger.schemas import GROUP_OFFSETS
 from ledger.tables import Ledger
-from tests.local_zone import local_zone
+from tests.local_zone import NEW_YORK, local_zone
 
 # 2026-11-25 03:00 UTC is 2026-11-24 22:00 in New York (EST, UTC-5).
 INSTANT = dt.datetime(2026, 11, 25, 3, 0, 0, tzinfo=dt.UTC)
@@ -43,6 +43,20 @@ def test_a_naive_time_is_local_and_an_aware_one_keeps_its_instant():
         # A SQL literal names the same instant from the naive and the aware form.
         assert timestamp(NEW_YORK_WALL) == timestamp(INSTANT) == (
             "TIMESTAMP '2026-11-25 03:00:00.000000Z'")
+
+
+@pytest.mark.unit
+def test_the_converter_for_many_values_answers_as_local_naive_in_every_zone():
+    """Where local time is UTC all year it skips the zone lookup; elsewhere it is the rule."""
+    summer = dt.datetime(2026, 7, 1, 12, 0, 0, tzinfo=dt.UTC)
+    tokyo = INSTANT.astimezone(dt.timezone(dt.timedelta(hours=9)))
+    for zone in ("UTC", "Etc/UTC", NEW_YORK, "Europe/London", "Asia/Kolkata"):
+        with local_zone(zone):
+            convert = clock.local_naive_converter()
+            for value in (INSTANT, summer, tokyo, NEW_YORK_WALL):
+                assert convert(value) == clock.local_naive(value), (zone, value)
+                assert convert(value).tzinfo is None
+            assert (convert is not clock.local_naive) == (zone in ("UTC", "Etc/UTC"))
 
 
 @pytest.mark.unit
