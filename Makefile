@@ -8,9 +8,10 @@ BIN    := $(VENV)/bin
 MVN    := mvn -q -B -s jvm/settings.xml
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test check lint bench torture clean clusters-up clusters-down chromium prometheus
+.PHONY: setup demo test check lint bench torture clean clusters-up clusters-down chromium prometheus \
+	jvm-archives
 
-setup: $(VENV)/.installed jars/.fetched chromium prometheus
+setup: $(VENV)/.installed jars/.fetched jvm-archives chromium prometheus
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +26,12 @@ jars/.fetched: jvm/spark/pom.xml jvm/spark-kafka/pom.xml jvm/kafka/pom.xml jvm/m
 	$(MVN) -f jvm/kafka/pom.xml dependency:copy-dependencies
 	$(MVN) -f jvm/mm2/pom.xml dependency:copy-dependencies
 	touch $@
+
+# Class-data archives of the Spark driver's and the brokers' JVMs (jars/cds): every JVM the
+# project launches starts a third faster. Made once per JDK and jars (a few minutes), then a
+# no-op; an archive that no longer matches is never used (pipelines/jvm_archive.py).
+jvm-archives: $(VENV)/.installed jars/.fetched
+	$(BIN)/python -m pipelines.devtools.jvm_archives
 
 # Headless Chromium renders the audit report in the tests (Debian's package; root or sudo).
 chromium:

@@ -34,6 +34,7 @@ AUDIT_DIR = "OFFSET_LEDGER_AUDIT_DIR"
 SOURCE_SCHEMA = "OFFSET_LEDGER_SOURCE_SCHEMA"
 DBT_SCHEMA = "OFFSET_LEDGER_DBT_SCHEMA"
 SUPERVISED_CHILD = "OFFSET_LEDGER_SUPERVISED_CHILD"
+JVM_ARCHIVES = "OFFSET_LEDGER_JVM_ARCHIVES"
 # Set by the audit for dbt, read by the dbt project only (dbt/profiles.yml, the models).
 DBT_LOCATION_ROOT = "OFFSET_LEDGER_DBT_LOCATION_ROOT"
 DBT_TARGET = "OFFSET_LEDGER_DBT_TARGET"
@@ -44,7 +45,7 @@ ALIAS_SECRETS = ("OFFSET_LEDGER_<ALIAS>_SASL_USERNAME", "OFFSET_LEDGER_<ALIAS>_S
 
 VARIABLES = (CONFIG, JARS_DIR, SPARK_MASTER, DRIVER_MEMORY, SHUFFLE, SPARK_UI, SPARK_LOG_LEVEL,
              STATE_DIR, AUDIT_DIR, SOURCE_SCHEMA, DBT_SCHEMA, DBT_LOCATION_ROOT, DBT_TARGET,
-             DBT_THREADS, SUPERVISED_CHILD)
+             DBT_THREADS, SUPERVISED_CHILD, JVM_ARCHIVES)
 
 # Other tools' variables: read to know where we run, never set by offset-ledger's users for it.
 PYSPARK_GATEWAY_PORT = "PYSPARK_GATEWAY_PORT"
@@ -111,6 +112,15 @@ def shuffle_partitions() -> int:
     """``$OFFSET_LEDGER_SHUFFLE``: ``spark.sql.shuffle.partitions`` of a plain program. Default
     4 (a small local machine: a handful beats Spark's 200)."""
     return int(number(SHUFFLE, 4, int))
+
+
+def jvm_archives() -> bool:
+    """``$OFFSET_LEDGER_JVM_ARCHIVES``: ``false`` starts the JVMs offset-ledger launches
+    without their class-data archives (``pipelines.jvm_archive``). Default ``true``."""
+    value = (get(JVM_ARCHIVES) or "true").lower()
+    if value not in ("true", "false"):
+        raise SettingError(f"${JVM_ARCHIVES} must be true or false, not {value!r}")
+    return value == "true"
 
 
 def spark_ui() -> bool:

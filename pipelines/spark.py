@@ -12,7 +12,8 @@ Invariants:
       ``local[*]`` session (``OFFSET_LEDGER_SPARK_MASTER`` overrides the master) with the jars
       of ``$OFFSET_LEDGER_JARS_DIR/spark`` (default: ``jars/spark`` of the source checkout, which
       ``make setup`` fills with Maven): nothing is downloaded when a job starts. Only the Delta
-      jars are required there; any other jar in the folder is added too.
+      jars are required there; any other jar in the folder is added too. Its driver JVM maps
+      the class-data archive of ``jars/cds`` when one matches (``pipelines.jvm_archive``).
     * The running Spark must be inside :data:`SUPPORTED_SPARK` (the ``local`` extra of
       ``pyproject.toml`` declares the same range): otherwise :class:`SparkSetupError` (exit 2).
     * Files read at run time (the log4j configuration) come from the package with
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ledger import settings
 from ledger.errors import OffsetLedgerError
+from pipelines import jvm_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -183,6 +185,10 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
     # Local Python workers must run this interpreter (it has confluent-kafka), not PATH's.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log4j = _log4j_file(state)
+    archive = jvm_archive.archive_options(
+        "spark", jars_dir("spark"), [p for p in (jvm_archive.pyspark_jars(),
+                                                 jars_dir("spark")) if p is not None])
+    java_options = " ".join([*archive, *([java_options] if java_options else [])])
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)

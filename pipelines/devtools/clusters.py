@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger import settings
 from ledger.config import ClusterConfig, Config, load_config
 from ledger.errors import OffsetLedgerError
+from pipelines import jvm_archive
 from pipelines.devtools import settings as dev_settings
 from pipelines.devtools.cluster_security import (
     SECURITY_MODES,
@@ -212,9 +212,7 @@ def coordinator_ready(bootstrap: str, timeout: float = 3.0,
 
 
 def _java() -> str:
-    home = settings.java_home()
-    java = str(home / "bin" / "java") if home and (home / "bin" / "java").exists() \
-        else shutil.which("java")
+    java = jvm_archive.java_binary()
     if not java:
         raise ClusterError("Java not found: install a JDK 17+ or set JAVA_HOME "
                            "(the embedded Kafka brokers run on the JVM)")
@@ -247,11 +245,14 @@ class EmbeddedClusters:
 
     def __init__(self, config: Config, aliases: list[str] | None = None,
                  data_dir: str | None = None, tied_to_parent: bool = False,
-                 security: str | None = None) -> None:
+                 security: str | None = None, java_options: list[str] | None = None) -> None:
         """``tied_to_parent``: the brokers die with this process (tests), instead of outliving
         it (``clusters up``). ``security``: ``sasl_ssl`` or ``mtls`` for secured brokers
-        (``pipelines.devtools.cluster_security``); by default, what the data dir was set up with."""
+        (``pipelines.devtools.cluster_security``); by default, what the data dir was set up with.
+        ``java_options``: the brokers' class-data options instead of the matching archive's
+        (``pipelines.jvm_archive``; ``pipelines.devtools.jvm_archives`` passes its dump)."""
         self.config = config
+        self.java_options = java_options
         self.tied_to_parent = tied_to_parent
         self.aliases = aliases or list(config.clusters)
         for alias in self.aliases:
@@ -333,10 +334,11 @@ class EmbeddedClusters:
         ports_file.write_text(f"{controller_port} {internal_port}")
         (folder / "log4j2.properties").write_text(LOG4J2)
         java, classpath = _java(), _kafka_classpath()
+        shared = jvm_archive.archive_options("kafka", jars_dir("kafka"), [jars_dir("kafka")], java)
         if not (log_dir / "meta.properties").exists():
             cluster_id = _new_cluster_id()
             result = subprocess.run(
-                [java, "-cp", classpath,
+                [java, *shared, "-cp", classpath,
                  f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
                  "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
                  *(self.material.format_arguments() if self.material else [])],
@@ -345,7 +347,8 @@ class EmbeddedClusters:
                 raise ClusterError(f"cluster {alias}: formatting the KRaft log dir failed: "
                                    f"{(result.stderr or result.stdout).strip()[-500:]}")
         heap = dev_settings.broker_heap()
-        return [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC",
+        archive = shared if self.java_options is None else self.java_options
+        return [java, *archive, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC",
                 "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
                 "-cp", classpath, "kafka.Kafka", str(props)]
