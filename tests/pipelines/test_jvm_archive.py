@@ -79,7 +79,7 @@ def _loaded_from_archive(java: str, options: list[str]) -> list[str]:
             if "kafka." in line and "shared objects file (top)" in line]
 
 
-@pytest.mark.kafka
+@pytest.mark.deploy  # a broker run and a dump, as `make setup` makes it: not in `make check`
 def test_the_broker_archive_is_made_then_used_then_left_alone(tmp_path, monkeypatch):
     # The kafka kind made afresh beside a linked copy of the jars (the real ones stay as set up).
     (tmp_path / "jars").mkdir()
