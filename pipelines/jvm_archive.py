@@ -69,14 +69,20 @@ def archive_key(java: str, class_path: Iterable[Path]) -> str:
     return digest.hexdigest()
 
 
-def archive_options(kind: str, jars: Path, class_path: Iterable[Path],
-                    java: str | None = None) -> list[str]:
+def class_path(kind: str, jars: Path) -> list[Path]:
+    """Every folder whose jars ``kind``'s JVM loads (an archive's key covers all of them):
+    the local Spark driver loads pyspark's jars and ours, a broker its own."""
+    if kind == "spark":
+        return [p for p in (pyspark_jars(), jars) if p is not None]
+    return [jars]
+
+
+def archive_options(kind: str, jars: Path, java: str | None = None) -> list[str]:
     """JVM options mapping ``kind``'s archive, or ``[]`` when there is none that matches.
 
     Args:
         kind: ``spark`` or ``kafka``.
         jars: the kind's jars folder (``jars/<kind>``); the archive lives beside it.
-        class_path: every folder whose jars the JVM loads (the key covers all of them).
         java: the java binary (default :func:`java_binary`).
     """
     if not settings.jvm_archives():
@@ -87,7 +93,7 @@ def archive_options(kind: str, jars: Path, class_path: Iterable[Path],
     if java is None or not archive.is_file() or not key_file.is_file():
         return []
     try:
-        if key_file.read_text().strip() != archive_key(java, class_path):
+        if key_file.read_text().strip() != archive_key(java, class_path(kind, jars)):
             return []
     except OSError:
         return []

@@ -185,9 +185,7 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
     # Local Python workers must run this interpreter (it has confluent-kafka), not PATH's.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log4j = _log4j_file(state)
-    archive = jvm_archive.archive_options(
-        "spark", jars_dir("spark"), [p for p in (jvm_archive.pyspark_jars(),
-                                                 jars_dir("spark")) if p is not None])
+    archive = jvm_archive.archive_options("spark", jars_dir("spark"))
     java_options = " ".join([*archive, *([java_options] if java_options else [])])
     builder = (
         SparkSession.builder.appName(app_name)

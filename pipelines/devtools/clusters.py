@@ -334,7 +334,7 @@ class EmbeddedClusters:
         ports_file.write_text(f"{controller_port} {internal_port}")
         (folder / "log4j2.properties").write_text(LOG4J2)
         java, classpath = _java(), _kafka_classpath()
-        shared = jvm_archive.archive_options("kafka", jars_dir("kafka"), [jars_dir("kafka")], java)
+        shared = jvm_archive.archive_options("kafka", jars_dir("kafka"), java)
         if not (log_dir / "meta.properties").exists():
             cluster_id = _new_cluster_id()
             result = subprocess.run(

@@ -37,14 +37,8 @@ from pipelines.spark import jars_dir
 DUMP_TIMEOUT = 180.0  # seconds for a JVM to exit and write its archive (177 MB for Spark)
 
 
-def _class_path(kind: str) -> list[Path]:
-    if kind == "spark":
-        return [p for p in (jvm_archive.pyspark_jars(), jars_dir("spark")) if p is not None]
-    return [jars_dir("kafka")]
-
-
 def _current(kind: str, java: str) -> bool:
-    return bool(jvm_archive.archive_options(kind, jars_dir(kind), _class_path(kind), java))
+    return bool(jvm_archive.archive_options(kind, jars_dir(kind), java))
 
 
 def _alive(pid: int) -> bool:
@@ -164,7 +158,7 @@ def build(kind: str, force: bool = False) -> str:
     started = time.monotonic()
     try:
         BUILDERS[kind](dump)
-        key = jvm_archive.archive_key(java, _class_path(kind))
+        key = jvm_archive.archive_key(java, jvm_archive.class_path(kind, jars_dir(kind)))
         (folder / f"{kind}.key").unlink(missing_ok=True)  # never a key beside another archive
         os.replace(dump, folder / f"{kind}.jsa")
         (folder / f"{kind}.key").write_text(key + "\n")

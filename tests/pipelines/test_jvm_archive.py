@@ -31,7 +31,7 @@ def _folder(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_matching_archive_is_mapped_quietly_and_never_required(tmp_path, monkeypatch):
     monkeypatch.delenv("OFFSET_LEDGER_JVM_ARCHIVES", raising=False)
     jars, cds = _folder(tmp_path)
-    options = jvm_archive.archive_options("kafka", jars, [jars], "/bin/true")
+    options = jvm_archive.archive_options("kafka", jars, "/bin/true")
     assert options == [f"-XX:SharedArchiveFile={cds / 'kafka.jsa'}", "-Xshare:auto",
                        "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
@@ -58,7 +58,7 @@ def test_an_archive_that_does_not_match_gives_no_options(tmp_path, monkeypatch, 
         (cds / "kafka.jsa").unlink()
     else:
         monkeypatch.setenv("OFFSET_LEDGER_JVM_ARCHIVES", "false")
-    assert jvm_archive.archive_options("kafka", jars, [jars], java) == []
+    assert jvm_archive.archive_options("kafka", jars, java) == []
 
 
 @pytest.mark.unit
@@ -66,7 +66,7 @@ def test_the_switch_takes_true_or_false_only(tmp_path, monkeypatch):
     jars, _ = _folder(tmp_path)
     monkeypatch.setenv("OFFSET_LEDGER_JVM_ARCHIVES", "maybe")
     with pytest.raises(SettingError, match="OFFSET_LEDGER_JVM_ARCHIVES must be true or false"):
-        jvm_archive.archive_options("kafka", jars, [jars], "/bin/true")
+        jvm_archive.archive_options("kafka", jars, "/bin/true")
 
 
 def _loaded_from_archive(java: str, options: list[str]) -> list[str]:
@@ -88,7 +88,7 @@ def test_the_broker_archive_is_made_then_used_then_left_alone(tmp_path, monkeypa
     monkeypatch.delenv("OFFSET_LEDGER_JVM_ARCHIVES", raising=False)
     assert jvm_archives.build("kafka").startswith("made (")
     java = jvm_archive.java_binary()
-    options = jvm_archive.archive_options("kafka", jars_dir("kafka"), [jars_dir("kafka")], java)
+    options = jvm_archive.archive_options("kafka", jars_dir("kafka"), java)
     assert options, "the archive just made does not match its own key"
     assert _loaded_from_archive(java, options), "no Kafka class came from the archive"
     assert not _loaded_from_archive(java, [])
@@ -99,8 +99,7 @@ def test_the_broker_archive_is_made_then_used_then_left_alone(tmp_path, monkeypa
 
 @pytest.mark.spark
 def test_the_local_spark_driver_maps_the_archive_setup_made(spark):
-    classpath = [p for p in (jvm_archive.pyspark_jars(), jars_dir("spark")) if p is not None]
-    options = jvm_archive.archive_options("spark", jars_dir("spark"), classpath)
+    options = jvm_archive.archive_options("spark", jars_dir("spark"))
     assert options, ("no Spark class-data archive matches this machine's jars: "
                      "`make setup` makes it (python -m pipelines.devtools.jvm_archives)")
     pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
