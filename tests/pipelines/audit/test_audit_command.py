@@ -24,6 +24,22 @@ def config_path(spark, tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def evidence_marts(spark, config_path):
+    """Every operation audited from its recorded evidence: one dbt build for the tests that
+    compare the evidence with time travel and with ``audit --operation``'s quick answer."""
+    from ledger.config import load_config
+    from pipelines.audit.audit import run_audit
+
+    return run_audit(spark, load_config(config_path), evidence=True)
+
+
+def of_operation(marts: dict[str, list[dict]], operation: str, group: str) -> dict:
+    """The rows ``run_audit(operation=...)`` keeps of an audit of every operation."""
+    return {m: [r for r in rows if r.get("operation_id", operation) == operation
+                and r.get("group_id") == group] for m, rows in marts.items()}
+
+
 def test_audit_json_for_an_operation(config_path, capsys):
     """From the operation's recorded evidence by default; ``--marts``: the dbt marts."""
     assert job.main(["--config", config_path, "--operation", "op-failback",
@@ -119,7 +135,8 @@ def test_audit_missing_ledger_is_an_error(tmp_path, capsys):
     assert "ledger tables missing" in capsys.readouterr().err
 
 
-def test_evidence_audit_equals_time_travel(spark, config_path, tmp_path, monkeypatch):
+def test_evidence_audit_equals_time_travel(spark, config_path, evidence_marts, tmp_path,
+                                           monkeypatch):
     """Every operation audited from its recorded evidence answers as time travel does; dbt's
     temporary folders go (the last build's marts stay while they are registered)."""
     from ledger.config import load_config
@@ -128,7 +145,7 @@ def test_evidence_audit_equals_time_travel(spark, config_path, tmp_path, monkeyp
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     config = load_config(config_path)
     travelled = run_audit(spark, config)
-    from_evidence = run_audit(spark, config, evidence=True)
+    from_evidence = evidence_marts
     assert {r["audit_source"] for r in travelled["resume_audit"]} == {"time_travel"}
     assert {r["audit_source"] for r in from_evidence["resume_audit"]} == {"recorded_evidence"}
     keys = ("operation_id", "resume_point_id", "resume_offset", "checkpoint_found",
@@ -156,13 +173,14 @@ def rows_of(rows: list[dict], keys: tuple[str, ...]) -> list[tuple]:
 
 
 def test_one_operation_from_its_evidence_gives_the_marts_verdict(spark, config_path,
-                                                                 monkeypatch, capsys):
+                                                                 evidence_marts, monkeypatch,
+                                                                 capsys):
     """``audit --operation X`` without dbt: the rows and verdict of the marts over the same
     evidence, for a failover (forward) and a failback (reverse, with duplicates avoided)."""
     from ledger.config import load_config
     from ledger.engine import LedgerEngine
     from pipelines import spark as spark_module
-    from pipelines.audit.audit import load_operations, run_audit
+    from pipelines.audit.audit import load_operations
     from pipelines.audit.operation import audit_operation
     from pipelines.audit.summary import summarize
 
@@ -172,10 +190,11 @@ def test_one_operation_from_its_evidence_gives_the_marts_verdict(spark, config_p
             "retranslated_offset", "matches_retranslation")
     verdicts = {}
     for operation in ("op-failover", "op-failback"):
-        marts = run_audit(spark, config, operation=operation, evidence=True)
         found = audit_operation(LedgerEngine(config.ledger_location), operation)
         assert found is not None
         op, quick, checkpoints, _ = found
+        marts = of_operation(evidence_marts, operation, op.group_id)
+        assert marts["resume_audit"], operation
 
         assert rows_of(quick["resume_audit"], keys) == rows_of(marts["resume_audit"], keys)
         assert rows_of(quick["failback_duplicates_avoided"], DUPLICATES) == rows_of(
