@@ -58,13 +58,22 @@ def run_audit(spark: SparkSession, config: Config, *, group: str | None = None,
     marts = {mart: read_mart(spark, mart) for mart in MARTS}
     groups = {group} if group else None
     if operation:
-        marts = {m: [r for r in rows if r.get("operation_id", operation) == operation]
-                 for m, rows in marts.items()}
         op_groups = {o.group_id for o in operations}
         groups = op_groups if groups is None else groups & op_groups
+    return {m: sorted(rows, key=_sort_key)
+            for m, rows in select_rows(marts, operation, groups).items()}
+
+
+def select_rows(marts: dict[str, list[dict[str, Any]]], operation: str | None,
+                groups: set[str] | None) -> dict[str, list[dict[str, Any]]]:
+    """The marts' rows of ``operation`` (rows without an operation id are kept) and of
+    ``groups`` (``None``: every operation, every group)."""
+    if operation:
+        marts = {m: [r for r in rows if r.get("operation_id", operation) == operation]
+                 for m, rows in marts.items()}
     if groups is not None:
         marts = {m: [r for r in rows if r.get("group_id") in groups] for m, rows in marts.items()}
-    return {m: sorted(rows, key=_sort_key) for m, rows in marts.items()}
+    return marts
 
 
 def audited_operations(ledger: Ledger, as_of: dict[str, int], *, group: str | None = None,

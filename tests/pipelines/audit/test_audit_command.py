@@ -34,12 +34,6 @@ def evidence_marts(spark, config_path):
     return run_audit(spark, load_config(config_path), evidence=True)
 
 
-def of_operation(marts: dict[str, list[dict]], operation: str, group: str) -> dict:
-    """The rows ``run_audit(operation=...)`` keeps of an audit of every operation."""
-    return {m: [r for r in rows if r.get("operation_id", operation) == operation
-                and r.get("group_id") == group] for m, rows in marts.items()}
-
-
 def test_audit_json_for_an_operation(config_path, capsys):
     """From the operation's recorded evidence by default; ``--marts``: the dbt marts."""
     assert job.main(["--config", config_path, "--operation", "op-failback",
@@ -180,7 +174,7 @@ def test_one_operation_from_its_evidence_gives_the_marts_verdict(spark, config_p
     from ledger.config import load_config
     from ledger.engine import LedgerEngine
     from pipelines import spark as spark_module
-    from pipelines.audit.audit import load_operations
+    from pipelines.audit.audit import load_operations, select_rows
     from pipelines.audit.operation import audit_operation
     from pipelines.audit.summary import summarize
 
@@ -193,7 +187,7 @@ def test_one_operation_from_its_evidence_gives_the_marts_verdict(spark, config_p
         found = audit_operation(LedgerEngine(config.ledger_location), operation)
         assert found is not None
         op, quick, checkpoints, _ = found
-        marts = of_operation(evidence_marts, operation, op.group_id)
+        marts = select_rows(evidence_marts, operation, {op.group_id})
         assert marts["resume_audit"], operation
 
         assert rows_of(quick["resume_audit"], keys) == rows_of(marts["resume_audit"], keys)
