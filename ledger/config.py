@@ -16,6 +16,7 @@ nested (``replication: {policy: {separator: "."}}``); both mean the same key.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -144,6 +145,13 @@ class FlowConfig:
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return _fullmatch_any(name, tuple(patterns))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fullmatch_any(name: str, patterns: tuple[str, ...]) -> bool:
+    # Cached: a status or a move of hundreds of groups asks about the same topic and group
+    # names thousands of times (a pure function of its arguments).
     return any(re.fullmatch(p, name) for p in patterns)
 
 

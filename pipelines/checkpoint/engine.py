@@ -53,6 +53,10 @@ from pipelines.edge import kafka_admin, kafka_offsets
 
 log = logging.getLogger(__name__)
 
+PREFETCH_GROUPS = 20
+"""From this many groups a plan reads its flow's whole stores while S is asked for the groups'
+commits (:meth:`Checkpointer.prefetch_stores`); fewer read only the topics they committed on."""
+
 
 def _previous(latest: Mapping[tuple, CheckpointRecord]) -> dict[tuple, Previous]:
     """What the "never backwards" rule needs of the latest checkpoints."""
@@ -271,6 +275,24 @@ class Checkpointer:
                 else self.engine.load_store(flow, version, topics)
                 for flow, topics in sorted(by_flow.items())}
 
+    def prefetch_stores(self, flow: FlowConfig) -> dict[str, OffsetSyncStore] | None:
+        """The whole stores that may translate ``flow``'s groups (its own runs; the reverse
+        flow's too when it reverse-checkpoints), at one ``offset_syncs`` version, read with
+        delta-rs; None where a store is not read that way (too large to coalesce in process,
+        or unreadable: :meth:`load_stores` then reads what the plan needs, as without this)."""
+        try:
+            version = self.engine.version(OFFSET_SYNCS)
+            names = [flow.name] + ([f"{flow.target}->{flow.source}"]
+                                   if flow.reverse_checkpointed_topics else [])
+            stores = {name: OffsetSyncStore.load_direct(self.engine, name, version)
+                      for name in names}
+        except Exception as exc:  # the plan's own reads name the problem, on its thread
+            log.debug("stores of %s not read ahead: %s", flow.name, exc)
+            return None
+        if any(store is None for store in stores.values()):
+            return None
+        return stores  # type: ignore[return-value]
+
     def plan(self, flow_name: str, *, groups: list[str] | None = None,
              allow_unreachable_source: bool = False,
              recorded_commits: bool = False, complete: bool = False,
@@ -298,11 +320,21 @@ class Checkpointer:
         now = clock.now()
         result = CheckpointResult(uuid.uuid4().hex, flow.name)
         source_cluster = self.config.cluster(flow.source)
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with ThreadPoolExecutor(max_workers=2) as pool:
             # Named groups: T's commits are read while S and the ledger are (Kafka waits, in
-            # the command's context: its admin clients); the ledger stays on this thread.
+            # the command's context: its admin clients).
             ahead = None if groups is None or not target else pool.submit(
                 contextvars.copy_context().run, self.observe, flow.target, groups)
+            # Many named groups (``translate --group-regex``) read most of a flow's topics: its
+            # whole stores are read while S is asked for their commits (a Kafka wait), not
+            # after. Nothing else reads the ledger until they are in (``prefetched()``).
+            prefetch = pool.submit(self.prefetch_stores, flow) if (
+                held is None and not recorded_commits and self.engine.direct
+                and groups is not None and len(groups) >= PREFETCH_GROUPS) else None
+
+            def prefetched() -> Mapping[str, OffsetSyncStore] | None:
+                return held if prefetch is None else prefetch.result()
+
             try:
                 if recorded_commits:
                     raise kafka_admin.KafkaAdminError(f"cluster {flow.source} declared lost",
@@ -325,9 +357,11 @@ class Checkpointer:
                             flow.source)
                 result.source_live = False
                 group_ids = groups
+                held = prefetched()
                 commits, states = self.recorded_commits(flow.source, group_ids), {}
             result.source_commits = commits
             mappings = self.mappings(flow, {c.topic for c in commits})
+            held = prefetched()
             if self.engine.direct:  # in-process reads of a few files: one after the other
                 stores = self.load_stores(mappings, held)
                 latest_commits = {} if complete else self.latest_commits(

@@ -39,8 +39,9 @@ class TopicMapping:
     sync_source: str    # the cluster that original lives on (for end offsets)
 
 
-def map_topic(config: Config, flow: FlowConfig, topic: str) -> TopicMapping | None:
-    policy = ReplicationPolicy.from_config(config)
+def map_topic(config: Config, flow: FlowConfig, topic: str,
+              policy: ReplicationPolicy | None = None) -> TopicMapping | None:
+    policy = policy or ReplicationPolicy.from_config(config)
     source, target = flow.source, flow.target
     if flow.reverse_checkpointed(topic):
         upstream = policy.upstream_topic(topic)
@@ -54,7 +55,8 @@ def map_topic(config: Config, flow: FlowConfig, topic: str) -> TopicMapping | No
 
 def map_topics(config: Config, flow: FlowConfig, topics: Iterable[str]) -> dict[str, TopicMapping]:
     """``{topic: mapping}`` of the ``topics`` that have one (:func:`map_topic`)."""
-    mapped = {topic: map_topic(config, flow, topic) for topic in set(topics)}
+    policy = ReplicationPolicy.from_config(config)
+    mapped = {topic: map_topic(config, flow, topic, policy) for topic in set(topics)}
     return {topic: m for topic, m in mapped.items() if m is not None}
 
 
@@ -68,7 +70,7 @@ def subscribe_topics(config: Config, flow: FlowConfig, topics: set[str]) -> list
     policy = ReplicationPolicy.from_config(config)
     out: set[str] = set()
     for topic in topics:
-        mapping = map_topic(config, flow, topic)
+        mapping = map_topic(config, flow, topic, policy)
         if mapping is None:
             continue
         out.add(mapping.target_topic)

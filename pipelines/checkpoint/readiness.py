@@ -92,7 +92,7 @@ def recorded_ends(engine: LedgerEngine | Ledger, keys: Iterable[Key],
     enough = enough or {}
     ahead = {k: p.next_upstream_offset for k, p in progress.items()
              if p.next_upstream_offset is not None}
-    doubtful = [k for k in keys if k not in enough or ahead.get(k, -1) < enough[k]]
+    doubtful = {k for k in keys if k not in enough or ahead.get(k, -1) < enough[k]}
     wanted: dict[str, set[tuple[str, int]]] = {}
     for flow, topic, partition in doubtful:
         wanted.setdefault(flow, set()).add((topic, partition))

@@ -220,11 +220,11 @@ def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
     _metadata(cluster, timeout)
 
 
-def list_topics(cluster: ClusterConfig) -> dict[str, int]:
+def list_topics(cluster: ClusterConfig, timeout: float = TIMEOUT_S) -> dict[str, int]:
     """``{topic: partition count}`` of the topics the principal may describe (internal
     included; callers filter). Under an authorizer a topic missing here may exist: see
-    :func:`describe_topics`."""
-    metadata = _metadata(cluster, TIMEOUT_S)
+    :func:`describe_topics`. Raises as :func:`check_reachable` (one metadata request)."""
+    metadata = _metadata(cluster, timeout)
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
 

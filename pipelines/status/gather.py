@@ -137,14 +137,24 @@ class Gatherer:
         if flows:
             self._ledger_ahead = pool.submit(contextvars.copy_context().run, read)
 
+    def check_clusters(self, pool: Executor, aliases: Iterable[str]) -> None:
+        """:meth:`cluster_error` of each of ``aliases`` at once (the first on this thread):
+        a round waits for the slowest cluster's answer, not their sum."""
+        todo = [a for a in dict.fromkeys(aliases) if a not in self._errors]
+        others = [pool.submit(contextvars.copy_context().run, self.cluster_error, a)
+                  for a in todo[1:]]  # (a copy of the command's context each: its clients)
+        for alias in todo[:1]:
+            self.cluster_error(alias)
+        for future in others:
+            future.result()
+
     def cluster_error(self, alias: str) -> str | None:
         """Why ``alias`` cannot be read (unreachable, credentials), or None."""
         if alias not in self._errors:
             cluster = self.config.cluster(alias)
             try:
-                with _timed(f"cluster {alias}"):
-                    kafka_admin.check_reachable(cluster, timeout=5.0)
-                    self._topics[alias] = kafka_admin.list_topics(cluster)
+                with _timed(f"cluster {alias}"):  # reachable and its topics: one request
+                    self._topics[alias] = kafka_admin.list_topics(cluster, timeout=5.0)
                 self._errors[alias] = None
             except OffsetLedgerError as exc:
                 self._errors[alias] = str(exc)

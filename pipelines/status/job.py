@@ -85,6 +85,7 @@ def gather_report(config: Config, ledger, flows: list[FlowConfig], groups: list[
         # The flows' first ledger reads and the groups' commits on both clusters run while
         # the flows' ends are read here: a round costs about its longest part, not their sum.
         gatherer.read_ledger_ahead(pool, flows)
+        gatherer.check_clusters(pool, [a for f in flows for a in (f.source, f.target)])
         gatherer.read_commits_ahead(pool, [a for f in flows for a in (f.source, f.target)],
                                     groups)
         by_flow = {f.name: gatherer.flow_status(f) for f in flows}
@@ -109,7 +110,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
     groups_only = getattr(args, "groups_only", False)
 
     from pipelines.acls import check as acl_check
-    from pipelines.metrics.status import to_prometheus
     from pipelines.spark import ledger_engine
     from pipelines.status.render import to_json, to_table
 
@@ -131,9 +131,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
             for g in report.groups:
                 g.acl_check = next((d for f, name, _, d in checks
                                     if (f, name) == (g.flow, g.group)), None)
-            print(to_json(report, one_line=watch is not None) if fmt == "json"
-                  else to_prometheus(report) if fmt == "prometheus"
-                  else to_table(report), flush=True)
+            if fmt == "prometheus":  # prometheus_client imported for this format only
+                from pipelines.metrics.status import to_prometheus
+
+                print(to_prometheus(report), flush=True)
+            else:
+                print(to_json(report, one_line=watch is not None) if fmt == "json"
+                      else to_table(report), flush=True)
             if checks and fmt == "table":
                 print("\n".join(line for _, _, line, _ in checks), flush=True)
             if watch is None:

@@ -97,6 +97,32 @@ def test_offsets_translate_forward_and_back_in_the_same_shape(spark, four_topics
         committed = kafka_offsets.list_offsets(config.cluster("P"), "committed", group=r["group"])
         upstream = committed[(topic, r["partition"])]
         assert r["offset"] == (upstream - 4 if r["partition"] == 0 else upstream)
+
+    # Many groups: the flows' whole stores are read while P is asked for the commits
+    # (Checkpointer.prefetch_stores); what is printed is what the topic-by-topic reads give.
+    fetched = []
+    prefetch = Checkpointer.prefetch_stores
+    monkeypatch.setattr(Checkpointer, "prefetch_stores", lambda self, flow: (
+        lambda stores: (fetched.append(sorted(stores or {})), stores)[1])(prefetch(self, flow)))
+    monkeypatch.setattr("pipelines.checkpoint.engine.PREFETCH_GROUPS", 1)
+    assert translate(config, "--from", "P", "--to", "B", "--group-regex", f"{prefix}-.*",
+                     "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out) == rows
+    assert fetched == [["P->B"]]
+
+    # Failback shape: a group on B reads the replica P.T (reversed with P->B's runs) and B's
+    # own T (forward with B->P's): both flows' stores are read ahead.
+    consume(config.cluster("B"), f"{prefix}-c", [f"P.{topic}", topic])
+    back = []
+    for many in (1, 1000):
+        monkeypatch.setattr("pipelines.checkpoint.engine.PREFETCH_GROUPS", many)
+        assert translate(config, "--from", "B", "--to", "P", "--group-regex", f"{prefix}-c",
+                         "--format", "json") == 0
+        back.append(json.loads(capsys.readouterr().out))
+    assert fetched == [["P->B"], ["B->P", "P->B"]]  # the second run read topic by topic
+    assert back[0] == back[1]
+    assert {(r["direction"], r["topic"]) for r in back[0]} == {
+        ("reverse", f"P.{topic}"), ("forward", topic)}
     assert ledger_counts(spark, config) == before  # translate writes nothing
 
 
@@ -129,3 +155,4 @@ def test_untranslatable_offsets_are_named_and_nothing_is_printed(spark, four_top
     with pytest.raises(SystemExit):
         translate(config, "--from", "P", "--to", "B", "--offsets", str(path), "--group", "G")
     assert "give --offsets or --group/--group-regex, not both" in capsys.readouterr().err
+
