@@ -38,6 +38,9 @@ DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
 DEFAULT_AUDIT_RETENTION_DAYS = 400
 DEFAULT_HISTORY_REFRESH_HOURS = 24
 DEFAULT_SPANS_REFRESH_COMMITS = 360  # an hour of 10 s batches
+# A store load coalesces its tail at about 8 us a run (bench/README.md, stop 54): a second of
+# every status, translate and move for 1,000 partitions an hour after a refresh by commits.
+DEFAULT_SPANS_REFRESH_RUNS = 50_000
 # Exactly-once transaction boundary (bench/README.md, "Latency": measured against MM2's own).
 DEFAULT_TRANSACTION_BOUNDARY_INTERVAL_MS = 30
 # Above this a record waits invisibly for longer than any latency target, and a transaction
@@ -174,6 +177,9 @@ class Config:
     # offset_syncs has this many commits after them: a store load reads at most about this
     # many small files besides the snapshot, however long since the last ``ledger maintain``.
     spans_refresh_commits: int = DEFAULT_SPANS_REFRESH_COMMITS
+    # ... or once that tail holds this many runs (a flow of many partitions writes hundreds of
+    # runs a commit): a store load coalesces at most about this many runs besides the snapshot.
+    spans_refresh_runs: int = DEFAULT_SPANS_REFRESH_RUNS
     replication_policy_separator: str = "."
     replication_policy_class: str = "DefaultReplicationPolicy"
     emit_checkpoints_interval_seconds: int = 60
@@ -383,6 +389,7 @@ _TOP_LEVEL = {
     "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_days(v)),
     "ledger.history.refresh.hours": ("history_refresh_hours", _positive_int("hours")),
     "ledger.spans.refresh.commits": ("spans_refresh_commits", _positive_int("commits")),
+    "ledger.spans.refresh.runs": ("spans_refresh_runs", _positive_int("runs")),
     "replication.policy.separator": ("replication_policy_separator", _separator),
     "replication.policy.class": ("replication_policy_class", _policy),
     "replication.factor": ("replication_factor", lambda v: _replication_factor(v)),

@@ -1,7 +1,8 @@
 """Refreshing the persisted spans of ``offset_sync_spans`` (:mod:`ledger.span_snapshots`).
 
 ``ledger maintain`` refreshes every flow's snapshot; a checkpoint pass refreshes the flows it
-translates over once they are ``ledger.spans.refresh.commits`` commits behind. Either engine
+translates over once they are ``ledger.spans.refresh.commits`` commits behind, or their tail
+holds ``ledger.spans.refresh.runs`` runs. Either engine
 (:mod:`ledger.engine`) makes the same commit: one flow's rows replaced in one Delta commit.
 
 Invariants:
@@ -116,10 +117,28 @@ def commits_since(ledger: LedgerEngine | Ledger, flow: str) -> int:
     return version + 1 if head is None else version - int(head["offset_syncs_version"])
 
 
+def runs_since(ledger: LedgerEngine | Ledger, flow: str, limit: int) -> int:
+    """How many runs of the flow a store load reads besides its snapshot (the tail after
+    ``covered_until``; without a snapshot, every run of the flow), counted up to ``limit``."""
+    engine = LedgerEngine.of(ledger)
+    version = engine.version(OFFSET_SYNCS)
+    head = _head(engine, flow)
+    where = f"flow = {literal(flow)}"
+    if head is not None and int(head["offset_syncs_version"]) <= version:
+        where += f" AND written_at > {timestamp(tail_start(head['covered_until']))}"
+    rows = engine.query(f"SELECT COUNT(*) AS runs FROM (SELECT 1 FROM {{s}} WHERE {where} "
+                        f"LIMIT {int(limit)}) AS t", {"s": version}, s=OFFSET_SYNCS)
+    return int(rows[0]["runs"])
+
+
 def refresh_if_behind(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
-                      flows: Iterable[str], commits: int) -> list[RefreshReport]:
-    """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind."""
-    behind = [f for f in flows if commits_since(ledger, f) >= commits]
+                      flows: Iterable[str], commits: int,
+                      runs: int | None = None) -> list[RefreshReport]:
+    """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind, or
+    whose tail holds ``runs`` or more runs (a flow of many partitions: hundreds of runs a
+    commit reach a tail that costs each store load seconds long before ``commits`` do)."""
+    behind = [f for f in flows if commits_since(ledger, f) >= commits
+              or (runs is not None and runs_since(ledger, f, runs) >= runs)]
     return refresh(ledger, clusters, only=behind) if behind else []
 
 

@@ -58,14 +58,15 @@ log = logging.getLogger(__name__)
 def refresh_spans(checkpointer: Checkpointer, config: Config, flow: str) -> None:
     """Keep the tail a store load reads short: refresh the span snapshots of the flows this
     pass translates over (``flow`` and its reverse) once ``ledger.spans.refresh.commits``
-    commits behind. A failure here (e.g. a concurrent ``ledger maintain``) costs only speed:
-    it is logged, and the pass stands."""
+    commits behind or ``ledger.spans.refresh.runs`` runs long. A failure here (e.g. a
+    concurrent ``ledger maintain``) costs only speed: it is logged, and the pass stands."""
     flows = {f.name: (f.source, f.target) for f in config.flows}
     source, target = config.flow(flow).source, config.flow(flow).target
     wanted = [f for f in (f"{source}->{target}", f"{target}->{source}") if f in flows]
     try:
         for report in refresh_if_behind(checkpointer.engine, flows, wanted,
-                                        config.spans_refresh_commits):
+                                        config.spans_refresh_commits,
+                                        config.spans_refresh_runs):
             print(report.line().strip(), flush=True)
     except Exception as exc:
         log.warning("span snapshot refresh skipped: %s", first_line(exc))

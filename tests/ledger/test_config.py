@@ -272,8 +272,17 @@ def test_missing_environment_variable_names_the_key_not_a_value(monkeypatch):
 
 
 @pytest.mark.parametrize(("key", "unit"), [("ledger.history.refresh.hours", "hours"),
-                                           ("ledger.spans.refresh.commits", "commits")])
+                                           ("ledger.spans.refresh.commits", "commits"),
+                                           ("ledger.spans.refresh.runs", "runs")])
 def test_a_whole_number_key_names_its_own_unit(key, unit):
     with pytest.raises(ConfigError) as caught:
         config_from_mapping({"clusters": {"P": {"bootstrap.servers": "h:1"}}, key: 0})
     assert f"expected a whole number of {unit} >= 1" in str(caught.value)
+
+
+def test_the_span_refresh_bounds_default_and_parse():
+    base = {"clusters": {"P": {"bootstrap.servers": "h:1"}}}
+    config = config_from_mapping(base)
+    assert (config.spans_refresh_commits, config.spans_refresh_runs) == (360, 50_000)
+    config = config_from_mapping({**base, "ledger.spans.refresh.runs": 2000})
+    assert config.spans_refresh_runs == 2000

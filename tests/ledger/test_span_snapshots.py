@@ -14,7 +14,7 @@ from ledger import span_snapshots, translation
 from ledger import store as store_module
 from ledger.engine import LedgerEngine
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA
-from ledger.span_refresh import commits_since, refresh, refresh_if_behind
+from ledger.span_refresh import commits_since, refresh, refresh_if_behind, runs_since
 from ledger.span_snapshots import SpanSnapshot
 from ledger.spans import coalesce
 from ledger.store import OffsetSyncStore
@@ -198,6 +198,21 @@ def test_a_refresh_continues_from_the_previous_snapshot(ledger: dict, spark) -> 
     assert commits_since(copy, "P->B") == 3  # the three tail commits
     assert commits_since(copy, "B->P") == copy.version(OFFSET_SYNCS) + 1  # no snapshot
     assert refresh_if_behind(copy, FLOWS, ["P->B"], commits=4) == []
+    # ... or a tail of so many runs: the runs after covered_until, counted up to the bound
+    tail = sum(len(h[1]) for h in HISTORIES.values())
+    assert runs_since(copy, "P->B", tail + 5) == tail
+    assert runs_since(copy, "P->B", 2) == 2
+    assert runs_since(copy, "B->P", 10**6) == copy.read(OFFSET_SYNCS).where(
+        F.col("flow") == "B->P").count()  # no snapshot: every run
+    assert refresh_if_behind(copy, FLOWS, ["P->B"], commits=4, runs=tail + 1) == []
+    (by_runs,) = refresh_if_behind(copy, FLOWS, ["P->B"], commits=4, runs=tail)
+    assert (by_runs.previous_version, runs_since(copy, "P->B", 10**6)) == (
+        ledger["covered_version"], 0)
+    assert commits_since(copy, "P->B") == 0
+    assert refresh_if_behind(copy, FLOWS, ["P->B"], commits=1) == []
+    shutil.rmtree(location)
+    shutil.copytree(lg.location, location)
+    copy = Ledger(spark, location)
     (report,) = refresh_if_behind(copy, FLOWS, ["P->B"], commits=3)
     assert report.previous_version == ledger["covered_version"]
     assert report.version == copy.version(OFFSET_SYNCS)
