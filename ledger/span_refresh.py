@@ -2,8 +2,9 @@
 
 ``ledger maintain`` refreshes every flow's snapshot; a checkpoint pass refreshes the flows it
 translates over once they are ``ledger.spans.refresh.commits`` commits behind, or their tail
-holds ``ledger.spans.refresh.runs`` runs. Either engine
-(:mod:`ledger.engine`) makes the same commit: one flow's rows replaced in one Delta commit.
+holds ``ledger.spans.refresh.runs`` runs and at least as many as their snapshot's spans.
+Either engine (:mod:`ledger.engine`) makes the same commit: one flow's rows replaced in one
+Delta commit.
 
 Invariants:
     * A refresh loads the flow's spans at the current ``offset_syncs`` version starting from
@@ -131,14 +132,38 @@ def runs_since(ledger: LedgerEngine | Ledger, flow: str, limit: int) -> int:
     return int(rows[0]["runs"])
 
 
+def snapshot_spans(ledger: LedgerEngine | Ledger, flow: str) -> int:
+    """How many spans the flow's snapshot holds (0 without one)."""
+    engine = LedgerEngine.of(ledger)
+    if not engine.exists(OFFSET_SYNC_SPANS):
+        return 0
+    rows = engine.query(f"SELECT COUNT(*) AS spans FROM {{sp}} WHERE flow = {literal(flow)}",
+                        sp=OFFSET_SYNC_SPANS)
+    return int(rows[0]["spans"])
+
+
+def tail_outgrew(ledger: LedgerEngine | Ledger, flow: str, runs: int) -> bool:
+    """Whether the flow's tail holds at least ``runs`` runs and at least as many as its
+    snapshot has spans. A refresh rewrites the whole snapshot: worth it while the tail's runs
+    coalesce (at least once, a few spans per partition), not for runs that never do (an
+    exactly-once flow's, split by markers), whose refresh would shorten no load::
+
+        at least once   snapshot 1,000 spans   tail 50,000 runs  -> refresh (50x fewer rows)
+        exactly once    snapshot 1.4M spans    tail 50,000 runs  -> not yet (as many rows)
+    """
+    bound = max(runs, snapshot_spans(ledger, flow))
+    return runs_since(ledger, flow, bound) >= bound
+
+
 def refresh_if_behind(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
                       flows: Iterable[str], commits: int,
                       runs: int | None = None) -> list[RefreshReport]:
     """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind, or
-    whose tail holds ``runs`` or more runs (a flow of many partitions: hundreds of runs a
-    commit reach a tail that costs each store load seconds long before ``commits`` do)."""
+    whose tail outgrew ``runs`` runs and the snapshot (:func:`tail_outgrew`: a flow of many
+    partitions writes hundreds of runs a commit, a tail that costs each store load seconds
+    long before ``commits`` are reached)."""
     behind = [f for f in flows if commits_since(ledger, f) >= commits
-              or (runs is not None and runs_since(ledger, f, runs) >= runs)]
+              or (runs is not None and tail_outgrew(ledger, f, runs))]
     return refresh(ledger, clusters, only=behind) if behind else []
 
 

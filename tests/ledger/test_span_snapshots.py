@@ -14,7 +14,14 @@ from ledger import span_snapshots, translation
 from ledger import store as store_module
 from ledger.engine import LedgerEngine
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS, OFFSET_SYNCS_SCHEMA
-from ledger.span_refresh import commits_since, refresh, refresh_if_behind, runs_since
+from ledger.span_refresh import (
+    commits_since,
+    refresh,
+    refresh_if_behind,
+    runs_since,
+    snapshot_spans,
+    tail_outgrew,
+)
 from ledger.span_snapshots import SpanSnapshot
 from ledger.spans import coalesce
 from ledger.store import OffsetSyncStore
@@ -205,11 +212,23 @@ def test_a_refresh_continues_from_the_previous_snapshot(ledger: dict, spark) -> 
     assert runs_since(copy, "B->P", 10**6) == copy.read(OFFSET_SYNCS).where(
         F.col("flow") == "B->P").count()  # no snapshot: every run
     assert refresh_if_behind(copy, FLOWS, ["P->B"], commits=4, runs=tail + 1) == []
+    # ... but never for a tail shorter than the snapshot (runs that would not coalesce)
+    spans = snapshot_spans(copy, "P->B")
+    assert spans == sum(len(r) for r in SpanSnapshot.read(copy, "P->B").rows.values())
+    assert tail_outgrew(copy, "P->B", 1) is (tail >= spans)
+    assert snapshot_spans(copy, "B->P") == 0
     (by_runs,) = refresh_if_behind(copy, FLOWS, ["P->B"], commits=4, runs=tail)
     assert (by_runs.previous_version, runs_since(copy, "P->B", 10**6)) == (
         ledger["covered_version"], 0)
     assert commits_since(copy, "P->B") == 0
     assert refresh_if_behind(copy, FLOWS, ["P->B"], commits=1) == []
+    # Two more runs: a tail of 2 reaches runs=1 but not the snapshot's spans (runs that do not
+    # coalesce, as an exactly-once flow's, would make every refresh rewrite them all for nothing)
+    append_in(copy, rows(4, [(11, 4, 1), (12, 5, 1)], 3 * BATCHES), 1)
+    assert (runs_since(copy, "P->B", 10), snapshot_spans(copy, "P->B") > 2) == (2, True)
+    assert refresh_if_behind(copy, FLOWS, ["P->B"], commits=2, runs=1) == []
+    (late,) = refresh_if_behind(copy, FLOWS, ["P->B"], commits=1, runs=1)  # by commits
+    assert (late.flow, runs_since(copy, "P->B", 10)) == ("P->B", 0)
     shutil.rmtree(location)
     shutil.copytree(lg.location, location)
     copy = Ledger(spark, location)
