@@ -5,7 +5,9 @@ Invariants:
     * Both flows replicate only the history's own topics (``h<seed>-*``), each reverse
       checkpointing the other cluster's replicas, so every move of a history is translated both
       ways, as the README's runbooks set it up; group offset sync is off (only the moves write
-      group offsets), checkpoints are emitted every 2 s.
+      group offsets), checkpoints are emitted every 2 s, and each checkpoint pass refreshes
+      its flows' span snapshots once 200 runs are past them (``ledger.spans.refresh.runs``):
+      every store load of a history reads a snapshot and a tail, as at scale, under faults.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def config_file(h: History, workdir: Path) -> tuple[Path, dict]:
         "embedded": {"data.dir": str(workdir / "clusters")},
         "sync.group.offsets.enabled": False,
         "emit.checkpoints.interval.seconds": 2,
+        "ledger.spans.refresh.runs": 200,
         "exactly.once.enabled": h.mode == "eos",
     }
     path = workdir / "offset-ledger.yaml"
