@@ -6,8 +6,9 @@ Invariants:
       checkpointing the other cluster's replicas, so every move of a history is translated both
       ways, as the README's runbooks set it up; group offset sync is off (only the moves write
       group offsets), checkpoints are emitted every 2 s, and each checkpoint pass refreshes
-      its flows' span snapshots once 200 runs are past them (``ledger.spans.refresh.runs``):
-      every store load of a history reads a snapshot and a tail, as at scale, under faults.
+      its flows' span snapshots once 10 runs are past them (``ledger.spans.refresh.runs``; a
+      history writes a few dozen runs a flow): its store loads read a snapshot and a tail, as
+      at scale, refreshed again and again under its faults.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def config_file(h: History, workdir: Path) -> tuple[Path, dict]:
         "embedded": {"data.dir": str(workdir / "clusters")},
         "sync.group.offsets.enabled": False,
         "emit.checkpoints.interval.seconds": 2,
-        "ledger.spans.refresh.runs": 200,
+        "ledger.spans.refresh.runs": 10,
         "exactly.once.enabled": h.mode == "eos",
     }
     path = workdir / "offset-ledger.yaml"
