@@ -100,9 +100,6 @@ class Gatherer:
         self.config = config
         self._engine = LedgerEngine.of(ledger)
         self._ledger_ahead: Future | None = None
-        # Per flow: its progress rows and store are in (set by the reads ahead, before they go
-        # on to the reverse flows' stores): what flow_status waits for.
-        self._flow_read: dict[str, Future] = {}
         self.policy = ReplicationPolicy.from_config(config)
         self._errors: dict[str, str | None] = {}
         self._topics: dict[str, dict[str, int]] = {}
@@ -124,39 +121,20 @@ class Gatherer:
     def read_ledger_ahead(self, pool: Executor, flows: Iterable[FlowConfig]) -> None:
         """Start the round's first ledger reads on ``pool``: each flow's
         ``replication_progress`` then, with many groups, the flow's whole store (what
-        :meth:`flow_status` reads once the source's ends are known), then the stores of the
-        flows reversing its reverse-checkpointed topics (what the groups' coverage reads of
-        a group on replicas: a failback's). They run while the clusters are asked for their
-        topics, ends and commits: on a live flow those are a second of waits on a loaded
-        machine, and so are these reads. One thread reads the ledger at a time: this one
-        until all are in (:attr:`engine` waits for them)."""
+        :meth:`flow_status` reads once the source's ends are known). They run while the
+        clusters are asked for their topics and ends: on a live flow those are a second of
+        waits on a loaded machine, and so are these reads."""
         flows = list(flows)
         engine = self.engine
-        read_flows = {flow.name: Future() for flow in flows}
-        if self._stores is None:  # one group: flow_status reads on after all of them
-            read_flows = {}
-        reverse = [f"{f.target}->{f.source}" for f in flows if f.reverse_checkpointed_topics]
 
         def read() -> None:
-            try:
-                for flow in flows:
-                    self._progress_rows.setdefault(
-                        flow.name, progress_ends(engine, self._progress_flows(flow)))
-                    if self._stores is not None and flow.name not in self._stores:
-                        self._stores[flow.name] = engine.load_store(flow.name)
-                    if flow.name in read_flows:
-                        read_flows[flow.name].set_result(None)
-            except BaseException as exc:
-                for future in read_flows.values():
-                    if not future.done():
-                        future.set_exception(exc)
-                raise
-            for name in reverse if self._stores is not None else []:
-                if name not in self._stores:
-                    self._stores[name] = engine.load_store(name)
+            for flow in flows:
+                self._progress_rows.setdefault(
+                    flow.name, progress_ends(engine, self._progress_flows(flow)))
+                if self._stores is not None and flow.name not in self._stores:
+                    self._stores[flow.name] = engine.load_store(flow.name)
 
         if flows:
-            self._flow_read = read_flows
             self._ledger_ahead = pool.submit(contextvars.copy_context().run, read)
 
     def check_clusters(self, pool: Executor, aliases: Iterable[str]) -> None:
@@ -211,18 +189,12 @@ class Gatherer:
             status.error = str(exc)
             return status
         with _timed(f"{flow.name} progress"):
-            ahead = self._flow_read.get(flow.name)
-            if ahead is not None:  # its progress and store read ahead: the rest may still be
-                ahead.result()
-                rows, engine = self._progress_rows[flow.name], self._engine
-            else:
-                rows, engine = self._progress(flow), self.engine
+            rows = self._progress(flow)
         progress = {(t, p): row for (f, t, p), row in rows.items() if f == flow.name}
         with _timed(f"{flow.name} runs"):
             # The one readiness rule: where the current epoch's runs end (or progress, higher).
-            # Many groups: the flow's whole store, once, for the groups' coverage too (read
-            # ahead: the cache holds it, and the ledger is not read here).
-            ends_of = recorded_ends(engine, [(flow.name, t, p) for t, p in tps],
+            # Many groups: the flow's whole store, once, for the groups' coverage too.
+            ends_of = recorded_ends(self.engine, [(flow.name, t, p) for t, p in tps],
                                     enough={(flow.name, t, p): ends[(t, p)] for t, p in tps},
                                     progress=rows, cache=self._stores)
         recorded = {(t, p): e.upstream for (_, t, p), e in ends_of.items()

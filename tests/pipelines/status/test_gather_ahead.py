@@ -63,34 +63,3 @@ def test_one_group_loads_no_store_ahead_and_an_error_ahead_is_raised_where_read(
         with pytest.raises(gather.OffsetLedgerError, match="not a Delta table"):
             _ = gatherer.engine
     assert isinstance(gatherer.engine, LedgerEngine)  # raised once, then the ledger as usual
-
-
-def test_a_flow_is_read_before_the_reverse_store_and_the_ledger_after_both(tmp_path,
-                                                                           monkeypatch):
-    config = config_from_mapping({
-        "clusters": {"P": {"bootstrap.servers": "127.0.0.1:1"},
-                     "B": {"bootstrap.servers": "127.0.0.1:2"}},
-        "flows": {"P->B": {"reverse.checkpointed.topics": ["B.T.*"]},
-                  "B->P": {"reverse.checkpointed.topics": ["P.T.*"]}},
-        "ledger": {"location": str(tmp_path / "ledger")}})
-    gatherer = Gatherer(config, LedgerEngine(config.ledger_location), many_groups=True)
-    release, reversing, read = threading.Event(), threading.Event(), []
-
-    def load_store(self, flow, *a, **k):
-        if flow == "B->P":  # the reverse flow's store: a group on B's replicas needs it
-            reversing.set()
-            assert release.wait(10)
-        read.append(flow)
-        return flow
-
-    monkeypatch.setattr(gather, "progress_ends", lambda engine, flows: {})
-    monkeypatch.setattr(LedgerEngine, "load_store", load_store)
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        gatherer.read_ledger_ahead(pool, [config.flow("P->B")])
-        gatherer._flow_read["P->B"].result(10)  # flow_status goes on from here ...
-        assert reversing.wait(10) and read == ["P->B"]  # ... while the reverse store loads
-        threading.Timer(0.2, release.set).start()
-        assert isinstance(gatherer.engine, LedgerEngine)  # any other read waits for it
-        assert release.is_set()
-    assert read == ["P->B", "B->P"]
-    assert gatherer._stores == {"P->B": "P->B", "B->P": "B->P"}
