@@ -70,6 +70,21 @@ def _head(engine: LedgerEngine, flow: str) -> dict | None:
     return found[0] if found else None
 
 
+def _usable(head: dict | None, version: int) -> bool:
+    """Whether a load at ``version`` starts from the snapshot ``head`` is a row of (not one
+    written at a later version than the load reads)."""
+    return head is not None and int(head["offset_syncs_version"]) <= version
+
+
+def _tail_where(flow: str, head: dict | None, version: int) -> str:
+    """The condition of the flow's runs a load at ``version`` reads besides its snapshot: those
+    written after the snapshot's ``covered_until``, or every run without a usable snapshot."""
+    where = f"flow = {literal(flow)}"
+    if _usable(head, version):
+        where += f" AND written_at > {timestamp(tail_start(head['covered_until']))}"
+    return where
+
+
 def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
             only: Iterable[str] | None = None) -> list[RefreshReport]:
     """Replace each flow's snapshot with its spans at the current offset_syncs version.
@@ -88,10 +103,8 @@ def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
     flows = set(clusters) | snapshot_flows(engine)
     for flow in sorted(flows if only is None else flows & set(only)):
         previous = _head(engine, flow)
-        usable = previous is not None and int(previous["offset_syncs_version"]) <= version
-        where = f"flow = {literal(flow)}"
-        if usable:
-            where += f" AND written_at > {timestamp(tail_start(previous['covered_until']))}"
+        usable = _usable(previous, version)
+        where = _tail_where(flow, previous, version)
         newest = engine.query(f"SELECT max(written_at) AS newest FROM {{s}} WHERE {where}",
                               {"s": version}, s=OFFSET_SYNCS)[0]["newest"]
         if newest is None and not usable:
@@ -123,10 +136,7 @@ def runs_since(ledger: LedgerEngine | Ledger, flow: str, limit: int) -> int:
     ``covered_until``; without a snapshot, every run of the flow), counted up to ``limit``."""
     engine = LedgerEngine.of(ledger)
     version = engine.version(OFFSET_SYNCS)
-    head = _head(engine, flow)
-    where = f"flow = {literal(flow)}"
-    if head is not None and int(head["offset_syncs_version"]) <= version:
-        where += f" AND written_at > {timestamp(tail_start(head['covered_until']))}"
+    where = _tail_where(flow, _head(engine, flow), version)
     rows = engine.query(f"SELECT COUNT(*) AS runs FROM (SELECT 1 FROM {{s}} WHERE {where} "
                         f"LIMIT {int(limit)}) AS t", {"s": version}, s=OFFSET_SYNCS)
     return int(rows[0]["runs"])

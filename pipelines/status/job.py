@@ -84,10 +84,10 @@ def gather_report(config: Config, ledger, flows: list[FlowConfig], groups: list[
     with ThreadPoolExecutor(max_workers=3) as pool:
         # The flows' first ledger reads and the groups' commits on both clusters run while
         # the flows' ends are read here: a round costs about its longest part, not their sum.
+        aliases = [a for f in flows for a in (f.source, f.target)]
         gatherer.read_ledger_ahead(pool, flows)
-        gatherer.check_clusters(pool, [a for f in flows for a in (f.source, f.target)])
-        gatherer.read_commits_ahead(pool, [a for f in flows for a in (f.source, f.target)],
-                                    groups)
+        gatherer.check_clusters(pool, aliases)
+        gatherer.read_commits_ahead(pool, aliases, groups)
         by_flow = {f.name: gatherer.flow_status(f) for f in flows}
         report.flows = list(by_flow.values())
         checkpoints = gatherer.checkpoints(groups, flows)

@@ -155,4 +155,3 @@ def test_untranslatable_offsets_are_named_and_nothing_is_printed(spark, four_top
     with pytest.raises(SystemExit):
         translate(config, "--from", "P", "--to", "B", "--offsets", str(path), "--group", "G")
     assert "give --offsets or --group/--group-regex, not both" in capsys.readouterr().err
-
