@@ -40,6 +40,7 @@ from pipelines.metrics.observe import Delivery, RecordedBatch
 from pipelines.mm2 import heartbeats
 from pipelines.replicate import continuity, executors, plan, sink, source, state, topics
 from pipelines.replicate.recorder import LedgerRecorder
+from pipelines.replicate.span_upkeep import SpanUpkeep
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ class FlowReplicator:
         self.last_written_at: dt.datetime | None = None
         self.recorder = LedgerRecorder(config.ledger_location, self.flow.name, self.session,
                                        ledger_writes=ledger_writes)
+        self.spans = SpanUpkeep(config.ledger_location, self.flow.name,
+                                (self.flow.source, self.flow.target), config.spans_refresh_runs)
         self._copies: executors.LocalCopies | executors.SparkCopies | None = None
         # MM2's topic ACL sync, at each refresh when its interval has passed (pipelines.acls).
         self.acl_sync = AclSync(self.session)
@@ -317,6 +320,7 @@ class FlowReplicator:
                                  batch_id=batch, updated_at=written_at) for s in summaries]
         self.recorder.record(rows, progress, batch)
         self.result.ledger_seconds = self.recorder.seconds
+        self.spans.appended(len(rows), self.recorder.direct)
         self.last_batch, self.last_written_at = batch, written_at
         records = sum(s.records for s in summaries)
         self.result.batches += 1
@@ -332,6 +336,7 @@ class FlowReplicator:
 
     def close(self) -> None:
         try:
+            self.spans.close()
             self.recorder.close()
         finally:
             self.result.ledger_seconds = self.recorder.seconds
