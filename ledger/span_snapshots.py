@@ -32,11 +32,11 @@ from __future__ import annotations
 import datetime as dt
 import operator
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from ledger.schemas import OFFSET_SYNC_SPANS, spark_schema
+from ledger.schemas import OFFSET_SYNC_SPANS
 from ledger.spans import extend
 from ledger.translation import Run
 
@@ -47,6 +47,15 @@ if TYPE_CHECKING:  # pyspark is imported where Spark reads: a delta-rs load neve
 
 TAIL_ON_DRIVER = 50_000
 """Up to this many runs after the snapshot, a load coalesces them on the driver (no shuffle)."""
+
+SNAPSHOT_ON_DRIVER = 200_000
+"""Up to this many snapshot spans a Spark load brings to the driver (to extend them there with
+a short tail); beyond, they stay a DataFrame and Spark extends them
+(:meth:`SpanSnapshot.with_tail`)."""
+
+ROW_COLUMNS = ("topic", "partition", "replica_topic", "upstream_offset", "downstream_offset",
+               "length", "batch_id")
+"""The columns of a snapshot row a load uses on the driver."""
 
 SPAN_RUN_ID = "span"
 """``run_id`` of a row that stands for a span of runs, not one replication run."""
@@ -105,12 +114,19 @@ def after(covered_until: dt.datetime) -> Column:
 
 @dataclass(frozen=True)
 class SpanSnapshot:
-    """One flow's persisted spans (those of the partitions read), at ``version``."""
+    """One flow's persisted spans (those of the partitions read), at ``version``.
+
+    ``rows`` holds them on the driver (only the columns a load uses) when they number at most
+    ``SNAPSHOT_ON_DRIVER``; beyond (an exactly-once flow's spans, split by the transaction
+    markers, grow with every commit), ``rows`` is ``None`` and they stay in ``frame``, which
+    Spark extends with the tail (:meth:`with_tail`) without a round trip through Python.
+    """
 
     flow: str
     version: int
     covered_until: dt.datetime
-    rows: dict[Key, list[dict]] = field(default_factory=dict)
+    rows: dict[Key, list[dict]] | None = field(default_factory=dict)
+    frame: DataFrame | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def read(cls, ledger: Ledger, flow: str, topics: set[str] | None = None,
@@ -126,15 +142,17 @@ class SpanSnapshot:
         if table is None:
             return None
         table = table.where(F.col("flow") == flow)
-        found = restrict(table, topics, partitions).collect()
-        if not found:  # none of these partitions had runs at W, or the flow has no snapshot
-            found = table.limit(1).collect()
-            if not found:
-                return None
-            head, found = found[0], []
-        else:
-            head = found[0]
-        return cls.from_rows(flow, [r.asDict() for r in found], head)
+        head = table.select("offset_syncs_version", "covered_until").limit(1).collect()
+        if not head:  # the flow has no snapshot
+            return None
+        frame = restrict(table, topics, partitions)
+        # Arrow, not Rows: a Row costs tens of microseconds to unpickle, a column value one.
+        found = (frame.select(*ROW_COLUMNS).limit(SNAPSHOT_ON_DRIVER + 1).toArrow()
+                 .to_pylist())
+        if len(found) > SNAPSHOT_ON_DRIVER:
+            return cls(flow, int(head[0]["offset_syncs_version"]), head[0]["covered_until"],
+                       None, frame)
+        return replace(cls.from_rows(flow, found, head[0].asDict()), frame=frame)
 
     @classmethod
     def from_rows(cls, flow: str, found: Iterable[dict], head: dict) -> SpanSnapshot:
@@ -145,9 +163,6 @@ class SpanSnapshot:
             rows.setdefault((row["topic"], row["partition"]), []).append(row)
         return cls(flow, int(head["offset_syncs_version"]), head["covered_until"], rows)
 
-    def highest_end(self, key: Key) -> int:
-        return max(r["upstream_offset"] + r["length"] for r in self.rows[key])
-
     def extend_on_driver(self, runs: DataFrame, limit: int | None = None
                          ) -> tuple[dict[Key, list[Run]], dict[str, str], set[Key]] | None:
         """The spans of every partition, from the snapshot and the tail collected to the driver
@@ -156,9 +171,11 @@ class SpanSnapshot:
         Returns:
             ``(spans, replica topics, rewound partitions)``: the rewound partitions (a tail run
             starts below what the spans cover) have no spans here and must be read raw.
-            ``None`` when the tail has more than ``limit`` runs (default ``TAIL_ON_DRIVER``):
-            coalesce it in Spark.
+            ``None`` when the tail has more than ``limit`` runs (default ``TAIL_ON_DRIVER``) or
+            the snapshot stayed in Spark: coalesce them in Spark.
         """
+        if self.rows is None:  # the snapshot itself is too large for the driver
+            return None
         limit = TAIL_ON_DRIVER if limit is None else limit
         rows = (runs.where(after(self.covered_until))
                 .select("topic", "partition", "replica_topic", "upstream_offset",
@@ -195,20 +212,22 @@ class SpanSnapshot:
     def with_tail(self, runs: DataFrame) -> DataFrame:
         """What to compute spans on instead of ``runs`` (the flow's restricted offset_syncs rows
         at a version >= ``self.version``): the snapshot's spans, then the runs after it; raw
-        runs for partitions whose tail rewinds into the spans."""
+        runs for partitions whose tail rewinds into the spans. Only per-partition bounds reach
+        the driver (to find those partitions), never a span."""
         from pyspark.sql import functions as F
 
-        spark = runs.sparkSession
+        if self.frame is None:
+            raise ValueError("a snapshot built from rows has no frame to extend in Spark")
         tail = runs.where(after(self.covered_until))
-        lows = tail.groupBy("topic", "partition").agg(F.min("upstream_offset").alias("low"))
-        rewound = {(r["topic"], r["partition"]) for r in lows.collect()
-                   if (r["topic"], r["partition"]) in self.rows
-                   and r["low"] < self.highest_end((r["topic"], r["partition"]))}
-        columns = runs.columns
-        spans = spark.createDataFrame(
-            [row for key, rows in self.rows.items() if key not in rewound for row in rows],
-            spark_schema(OFFSET_SYNC_SPANS)).select(*columns)
+        spans = self.frame.select(*runs.columns)
+        key = ["topic", "partition"]
+        lows = tail.groupBy(*key).agg(F.min("upstream_offset").alias("low"))
+        highs = spans.groupBy(*key).agg(
+            F.max(F.col("upstream_offset") + F.col("length")).alias("high"))
+        rewound = {(r["topic"], r["partition"])
+                   for r in lows.join(highs, key).where(F.col("low") < F.col("high")).collect()}
         if not rewound:
             return spans.unionByName(tail)
-        return (spans.unionByName(tail.where(~partition_filter(rewound)))
+        return (spans.where(~partition_filter(rewound))
+                .unionByName(tail.where(~partition_filter(rewound)))
                 .unionByName(runs.where(partition_filter(rewound))))

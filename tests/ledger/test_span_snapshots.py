@@ -160,10 +160,16 @@ def test_delta_rs_loads_the_spans_spark_loads(ledger: dict, monkeypatch) -> None
     assert not engine.direct
 
 
-def test_a_long_tail_is_coalesced_in_spark_with_the_same_spans(ledger: dict,
-                                                                monkeypatch) -> None:
+@pytest.mark.parametrize("bound", ["TAIL_ON_DRIVER", "SNAPSHOT_ON_DRIVER"])
+def test_a_long_tail_or_a_large_snapshot_is_coalesced_in_spark_with_the_same_spans(
+        ledger: dict, monkeypatch, bound: str) -> None:
+    """Past either bound the snapshot is extended in Spark (``with_tail``: the spans never
+    come to the driver and go back) and the spans come back as Arrow."""
     on_driver = OffsetSyncStore.load(ledger["ledger"], "P->B")
-    monkeypatch.setattr(span_snapshots, "TAIL_ON_DRIVER", 10)
+    monkeypatch.setattr(span_snapshots, bound, 2 if bound == "SNAPSHOT_ON_DRIVER" else 10)
+    if bound == "SNAPSHOT_ON_DRIVER":
+        snapshot = SpanSnapshot.read(ledger["ledger"], "P->B")
+        assert snapshot is not None and snapshot.rows is None and snapshot.frame is not None
     in_spark = OffsetSyncStore.load(ledger["ledger"], "P->B")
     assert in_spark.runs == on_driver.runs
     assert in_spark.replica_topics == on_driver.replica_topics == {"Payments": "P.Payments"}
@@ -180,7 +186,9 @@ def test_the_load_reads_the_snapshot_and_the_newest_files_only(ledger: dict) -> 
     # scanned rows are whole files' (every file holds every partition)
     covered, tail = (sum(len(h[i]) for h in HISTORIES.values()) for i in (0, 1))
     assert (everything.files, everything.rows) == (4, covered + tail)  # compacted + 3 commits
-    assert (bounded.files, bounded.rows) == (3, tail)  # the three tail commits only
+    # the three tail commits only, and the snapshot's file (its one span of partition 0: the
+    # spans stay in Spark, none comes to the driver and goes back)
+    assert (bounded.files, bounded.rows) == (3 + 1, tail + 1)
     # a partition whose tail rewinds into the covered history is read whole, raw
     rewound = SpanSnapshot.read(lg, "P->B", partitions={("Payments", 3)})
     runs_3 = lg.read(OFFSET_SYNCS).where(F.col("partition") == 3)

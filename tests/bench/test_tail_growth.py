@@ -1,0 +1,20 @@
+"""bench.tail_growth at a tiny size: the replicator's upkeep refreshes as its runs pass the
+bound, and a load of its ledger holds the same spans as a load of the tail alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import tail_growth
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_upkeep_refreshes_at_the_bound_and_loads_the_same_spans(tmp_path, monkeypatch):
+    monkeypatch.setattr(tail_growth, "REPEATS", 1)
+    # 800 runs a commit: the bound of 1,000 is passed at commits 2 and 4 (the count starts
+    # again after each check); at 4 the tail's 1,600 runs outgrow the snapshot's 1,000 spans.
+    results = tail_growth.run([2, 3, 4], runs=1000, work=tmp_path)  # raises if loads differ
+    assert [(r["commits"], r["runs"], r["refreshes"]) for r in results] == [
+        (2, 1600, 1), (3, 2400, 1), (4, 3200, 2)]
+    assert all(isinstance(r["plain_s"], float) and r["upkeep_s"] > 0 for r in results)
