@@ -45,13 +45,14 @@ class SqlReader(Protocol):
               **tables: str) -> list[dict[str, Any]]: ...
 
 
-RAW_ON_DRIVER = 200_000
-"""Up to this many spans a delta-rs load brings to the driver; beyond, Spark computes them."""
-
 RUNS_IN_PROCESS = 1_000_000
 """Up to this many runs (snapshot spans, tail, rewound partitions) a delta-rs load coalesces in
 process (DataFusion, :mod:`ledger.span_sql`: 600,000 runs take about 2.5 s and 480 MB on a
-2-core machine); beyond, Spark computes the spans (:func:`_spans`)."""
+2-core machine); beyond, Spark computes the spans (:func:`_spans`). The spans that come back
+are never more than the runs, and a Spark load brings the same spans to the driver: an
+exactly-once flow's (its runs do not coalesce) stay in process up to this bound too (after an
+hour of a 1,000-partition exactly-once flow, 20 topics' 288,000 spans: 3.9 s in process, 17 s
+in Spark after its JVM's start)."""
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,7 @@ class OffsetSyncStore:
         older file), the raw runs of a partition only without a snapshot or after a rewind into
         it. The spans are computed by the query itself (:mod:`ledger.span_sql`, the plan
         ``_spans`` runs in Spark): only spans reach Python. ``None`` when more than
-        ``RUNS_IN_PROCESS`` runs would be coalesced or more than ``RAW_ON_DRIVER`` spans would
-        come back: :meth:`load` computes those in Spark.
+        ``RUNS_IN_PROCESS`` runs would be coalesced: :meth:`load` computes those in Spark.
         """
         from ledger.sql import literal, timestamp
 
@@ -177,10 +177,7 @@ class OffsetSyncStore:
                                f"LIMIT {RUNS_IN_PROCESS + 1}) AS c", at, **tables)
         if counted[0]["runs"] > RUNS_IN_PROCESS:
             return None
-        spans = engine.query(spans_sql(runs, RAW_ON_DRIVER + 1), at, **tables)
-        if len(spans) > RAW_ON_DRIVER:
-            return None
-        for r in spans:
+        for r in engine.query(spans_sql(runs), at, **tables):
             if partitions is None or (r["topic"], r["partition"]) in partitions:
                 store.runs.setdefault((r["topic"], r["partition"]), []).append(
                     translation.Run(r["u"], r["d"], r["n"]))
