@@ -53,6 +53,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import yaml
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
@@ -228,7 +229,8 @@ class Bench:
             self.ledger_ready = True
         launched = time.time()
         if system.startswith("ol-"):
-            cfg = flow_config(self.cfg_path, topics, self.ledger, self.workdir / f"{name}.yaml")
+            cfg = flow_config(self.cfg_path, topics, self.ledger, self.workdir / f"{name}.yaml",
+                              **dict(self.args.ol_flow))
             with log.open("w") as out:
                 proc = procs.start(self.ol.command(cfg, system == "ol-eos"), cwd=self.workdir,
                                    env=state_env(self.workdir), stdout=out, stderr=out)
@@ -522,6 +524,13 @@ def _floats(value: str) -> list[float]:
     return [float(v) for v in value.split(",") if v.strip()]
 
 
+def _flow_key(value: str) -> tuple[str, object]:
+    key, sep, raw = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+    return key.strip(), yaml.safe_load(raw)
+
+
 def _systems(value: str) -> list[str]:
     names = [] if value.strip() == "none" else [v.strip() for v in value.split(",") if v.strip()]
     unknown = [n for n in names if n not in SYSTEMS]
@@ -552,6 +561,10 @@ def main(argv: list[str] | None = None) -> int:
                              "its --interval); default: the CLI's own default")
     parser.add_argument("--ol-args", default="",
                         help="more options for `offset-ledger replicate`, e.g. '--executor local'")
+    parser.add_argument("--ol-flow", type=_flow_key, action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="a flow setting of offset-ledger's P->B (repeatable), e.g. "
+                             "transaction.boundary.interval.ms=15")
     parser.add_argument("--mm2-tuned-tasks", type=int, default=1,
                         help="tasks.max of the tuned MirrorMaker 2 (1)")
     parser.add_argument("--drain", type=float, default=120.0,
