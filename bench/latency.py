@@ -462,9 +462,11 @@ def run(args: argparse.Namespace) -> dict:
             clusters = EmbeddedClusters(base, tied_to_parent=True)
             clusters.up()
         bench = Bench(args, base, cfg_path, workdir)
-        results["offset_ledger_cli"] = bench.ol.describe()
+        described = bench.ol.describe() + "".join(
+            f", flow key {key}={value}" for key, value in args.ol_flow)
+        results["offset_ledger_cli"] = described  # the report's header line says it too
         results["commit_interval_s"] = bench.ol.interval_s
-        print(bench.ol.describe(), flush=True)
+        print(described, flush=True)
         if "ol-eos" in args.systems + args.scale_systems and not bench.ol.exactly_once:
             print("offset-ledger exactly-once: SKIPPED: `offset-ledger replicate` on this "
                   "checkout has no --exactly-once option (issue 24 part 3 not on main yet)",
