@@ -160,6 +160,29 @@ def make_config(tmp_path: Path, kafka_clusters: EmbeddedClusters) -> Callable[..
 
 
 @pytest.fixture
+def this_thread_sleep(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[float], Any]], None]:
+    """Replace ``time.sleep`` for the calling thread only.
+
+    A module's ``time`` is the one ``time`` module, so patching ``module.time.sleep`` patches
+    every thread's sleep: py4j's finalizer thread (alive once a worker has a SparkSession) sleeps
+    a second between polls, and would spin on a no-op or count as the test's own sleep. Other
+    threads keep the real sleep.
+    """
+    import threading
+    import time
+
+    real, mine = time.sleep, threading.get_ident()
+
+    def install(fake: Callable[[float], Any]) -> None:
+        def sleep(seconds: float) -> Any:
+            return fake(seconds) if threading.get_ident() == mine else real(seconds)
+
+        monkeypatch.setattr(time, "sleep", sleep)
+
+    return install
+
+
+@pytest.fixture
 def unique() -> Callable[[str], str]:
     """Unique topic/group names, since the clusters are shared by the whole session."""
     return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:8]}"

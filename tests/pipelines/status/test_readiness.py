@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from pipelines import cli
-from pipelines.status import job
 from pipelines.status.readiness import (
     CommitCoverage,
     CommitLag,
@@ -156,7 +155,7 @@ def test_argument_errors_show_the_status_usage(argv, message, config_path, no_sp
 
 
 def test_watch_repeats_until_interrupted_and_exits_with_the_last_round(
-        config_path, monkeypatch, capsys):
+        config_path, monkeypatch, capsys, this_thread_sleep):
     import pipelines.spark
     import pipelines.status.job as status_job
     from ledger.engine import LedgerEngine
@@ -173,7 +172,7 @@ def test_watch_repeats_until_interrupted_and_exits_with_the_last_round(
         if len(sleeps) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(job.time, "sleep", sleep)
+    this_thread_sleep(sleep)
     assert cli.main(["status", "--watch", "2", "--format", "json", "--config",
                      config_path]) == 0
     rounds = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
