@@ -88,30 +88,7 @@
 
 {% macro forward_translate(positions, runs, join_on, position_keys, offset_column) -%}
   {%- set x = 'joined.' ~ offset_column -%}
-    select
-        ranked.*,
-        case when ranked.max_start_at_or_below is not null
-             then ranked.candidate_offset end as translated_offset,
-        case when ranked.max_start_at_or_below is not null
-             then 'translated' else 'untranslatable' end as translation_status,
-        case
-            when ranked.epoch_run_count = 0 then 'no runs recorded for the partition'
-            when ranked.max_start_at_or_below is null
-                then 'offset before the first run of the current epoch'
-        end as translation_reason
-    from (
-        select
-            candidates.*,
-            row_number() over (
-                partition by {{ position_keys | join(', ') }}
-                order by
-                    case when candidates.candidate_offset is null then 1 else 0 end,
-                    candidates.candidate_offset,
-                    candidates.run_write_seq desc
-            ) as candidate_rank
-        from (
-            select
-                joined.*,
+  {%- set candidates -%}
                 case
                     when joined.run_upstream_offset + joined.run_length > {{ x }}
                         then 'first_record'
@@ -127,25 +104,41 @@
                          < joined.run_upstream_offset + joined.run_length
                         then joined.run_downstream_offset + joined.run_length
                 end as candidate_offset
-            from (
-                {{ _join_position_runs(positions, runs, join_on, position_keys, offset_column) }}
-            ) as joined
-        ) as candidates
-    ) as ranked
-    where ranked.candidate_rank = 1
+  {%- endset -%}
+  {{ _best_candidate(positions, runs, join_on, position_keys, offset_column, candidates,
+                     best='asc', translatable='ranked.max_start_at_or_below is not null') }}
 {%- endmacro %}
 
 
 {% macro reverse_translate(positions, runs, join_on, position_keys, offset_column) -%}
   {%- set c = 'joined.' ~ offset_column -%}
+  {%- set candidates -%}
+                case when joined.run_downstream_offset <= {{ c }}
+                     then 'next_unread' end as candidate_kind,
+                case when joined.run_downstream_offset <= {{ c }}
+                     then joined.run_upstream_offset
+                          + least({{ c }} - joined.run_downstream_offset, joined.run_length)
+                end as candidate_offset
+  {%- endset -%}
+  {{ _best_candidate(positions, runs, join_on, position_keys, offset_column, candidates,
+                     best='desc', translatable='ranked.candidate_offset is not null') }}
+{%- endmacro %}
+
+
+{#- Both directions: every run's candidate for the position (`candidates`: the select list
+    of candidate_kind and candidate_offset over `joined`), the best one kept (`best`: the
+    smallest, 'asc', or the largest, 'desc'; ties to the latest-written run), and the
+    position translated when `translatable` holds of it. -#}
+{% macro _best_candidate(positions, runs, join_on, position_keys, offset_column, candidates,
+                         best, translatable) -%}
     select
         ranked.*,
-        ranked.candidate_offset as translated_offset,
-        case when ranked.candidate_offset is not null
+        case when {{ translatable }} then ranked.candidate_offset end as translated_offset,
+        case when {{ translatable }}
              then 'translated' else 'untranslatable' end as translation_status,
         case
             when ranked.epoch_run_count = 0 then 'no runs recorded for the partition'
-            when ranked.candidate_offset is null
+            when not ({{ translatable }})
                 then 'offset before the first run of the current epoch'
         end as translation_reason
     from (
@@ -155,18 +148,13 @@
                 partition by {{ position_keys | join(', ') }}
                 order by
                     case when candidates.candidate_offset is null then 1 else 0 end,
-                    candidates.candidate_offset desc,
+                    candidates.candidate_offset {{ best }},
                     candidates.run_write_seq desc
             ) as candidate_rank
         from (
             select
                 joined.*,
-                case when joined.run_downstream_offset <= {{ c }}
-                     then 'next_unread' end as candidate_kind,
-                case when joined.run_downstream_offset <= {{ c }}
-                     then joined.run_upstream_offset
-                          + least({{ c }} - joined.run_downstream_offset, joined.run_length)
-                end as candidate_offset
+{{ candidates }}
             from (
                 {{ _join_position_runs(positions, runs, join_on, position_keys, offset_column) }}
             ) as joined
