@@ -160,24 +160,26 @@ def make_config(tmp_path: Path, kafka_clusters: EmbeddedClusters) -> Callable[..
 
 
 @pytest.fixture
-def this_thread_sleep(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[float], Any]], None]:
-    """Replace ``time.sleep`` for the calling thread only.
+def this_thread_time(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, Callable[..., Any]], None]:
+    """Replace a ``time`` function (``sleep``, ``monotonic``) for the calling thread only.
 
     A module's ``time`` is the one ``time`` module, so patching ``module.time.sleep`` patches
-    every thread's sleep: py4j's finalizer thread (alive once a worker has a SparkSession) sleeps
-    a second between polls, and would spin on a no-op or count as the test's own sleep. Other
-    threads keep the real sleep.
+    every thread's: py4j's finalizer thread (alive once a worker has a SparkSession) sleeps a
+    second between polls, and would spin on a no-op sleep, count as the test's own sleep, or
+    draw from a fake clock. Other threads keep the real function.
     """
     import threading
     import time
 
-    real, mine = time.sleep, threading.get_ident()
+    mine = threading.get_ident()
 
-    def install(fake: Callable[[float], Any]) -> None:
-        def sleep(seconds: float) -> Any:
-            return fake(seconds) if threading.get_ident() == mine else real(seconds)
+    def install(name: str, fake: Callable[..., Any]) -> None:
+        real = getattr(time, name)
 
-        monkeypatch.setattr(time, "sleep", sleep)
+        def either(*args: Any) -> Any:
+            return fake(*args) if threading.get_ident() == mine else real(*args)
+
+        monkeypatch.setattr(time, name, either)
 
     return install
 

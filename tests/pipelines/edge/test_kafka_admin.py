@@ -32,11 +32,11 @@ class _Admin:
         return future
 
 
-def test_a_broker_left_out_of_list_groups_is_asked_again(monkeypatch, this_thread_sleep):
+def test_a_broker_left_out_of_list_groups_is_asked_again(monkeypatch, this_thread_time):
     """Torture history 24001 eos: `failover --group-regex` found no group on P."""
     fake = _Admin([([], [KafkaError.COORDINATOR_LOAD_IN_PROGRESS]), (["g1", "g2"], [])])
     monkeypatch.setattr(kafka_admin, "admin", lambda cluster: fake)
-    this_thread_sleep(lambda s: None)
+    this_thread_time("sleep", lambda s: None)
     assert [g.group_id for g in kafka_admin.list_groups(P)] == ["g1", "g2"]
     assert fake.asked == 2
 

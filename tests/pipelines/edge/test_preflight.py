@@ -19,7 +19,7 @@ DOWN = KafkaAccessError("cluster P is unreachable at 127.0.0.1:1: Connection ref
 REFUSED = KafkaAccessError("cluster P refused the credentials", kafka_errors.AUTHENTICATION)
 
 
-def probes(monkeypatch, this_thread_sleep, answers: list[BaseException | None]) -> list[float]:
+def probes(monkeypatch, this_thread_time, answers: list[BaseException | None]) -> list[float]:
     """``check_reachable`` answers from ``answers`` (None: the cluster answers); no back-off."""
     calls: list[float] = []
 
@@ -30,13 +30,13 @@ def probes(monkeypatch, this_thread_sleep, answers: list[BaseException | None]) 
             raise answer
 
     monkeypatch.setattr(preflight, "check_reachable", probe)
-    this_thread_sleep(lambda s: None)
+    this_thread_time("sleep", lambda s: None)
     return calls
 
 
-def test_a_restarting_cluster_is_waited_for_with_one_warning(monkeypatch, this_thread_sleep,
+def test_a_restarting_cluster_is_waited_for_with_one_warning(monkeypatch, this_thread_time,
                                                              caplog):
-    calls = probes(monkeypatch, this_thread_sleep, [DOWN, DOWN, DOWN, None])
+    calls = probes(monkeypatch, this_thread_time, [DOWN, DOWN, DOWN, None])
     with caplog.at_level(logging.WARNING, logger="pipelines.edge.preflight"):
         preflight.await_reachable(CLUSTER, 60.0, 10.0)
     assert calls == [10.0] * 4
@@ -45,24 +45,24 @@ def test_a_restarting_cluster_is_waited_for_with_one_warning(monkeypatch, this_t
     assert "cluster P answers again" in caplog.text
 
 
-def test_credentials_fail_at_once(monkeypatch, this_thread_sleep):
-    calls = probes(monkeypatch, this_thread_sleep, [REFUSED, None])
+def test_credentials_fail_at_once(monkeypatch, this_thread_time):
+    calls = probes(monkeypatch, this_thread_time, [REFUSED, None])
     with pytest.raises(KafkaAccessError) as err:
         preflight.await_reachable(CLUSTER, 60.0)
     assert err.value.kind == kafka_errors.AUTHENTICATION and len(calls) == 1
 
 
-def test_no_wait_raises_the_first_unreachable(monkeypatch, this_thread_sleep):
-    calls = probes(monkeypatch, this_thread_sleep, [DOWN, None])
+def test_no_wait_raises_the_first_unreachable(monkeypatch, this_thread_time):
+    calls = probes(monkeypatch, this_thread_time, [DOWN, None])
     with pytest.raises(KafkaAccessError) as err:
         preflight.await_reachable(CLUSTER, 0.0)
     assert err.value is DOWN and len(calls) == 1
 
 
-def test_the_wait_ends_with_the_clusters_own_error(monkeypatch, this_thread_sleep):
+def test_the_wait_ends_with_the_clusters_own_error(monkeypatch, this_thread_time):
     clock = iter(range(0, 1000, 20))  # each probe costs 20 s of the 45 s allowed
-    monkeypatch.setattr(preflight.time, "monotonic", lambda: float(next(clock)))
-    calls = probes(monkeypatch, this_thread_sleep, [DOWN] * 10)
+    this_thread_time("monotonic", lambda: float(next(clock)))
+    calls = probes(monkeypatch, this_thread_time, [DOWN] * 10)
     with pytest.raises(KafkaAccessError) as err:
         preflight.await_reachable(CLUSTER, 45.0)
     assert err.value.kind == kafka_errors.UNREACHABLE and len(calls) == 3

@@ -30,9 +30,9 @@ class FakeError:
         return False
 
 
-def test_an_authentication_failure_is_cluster_wide_only_once_it_lasted(monkeypatch):
+def test_an_authentication_failure_is_cluster_wide_only_once_it_lasted(this_thread_time):
     now = [1000.0]
-    monkeypatch.setattr(kafka_errors.time, "monotonic", lambda: now[0])
+    this_thread_time("monotonic", lambda: now[0])
     watch = kafka_errors.ErrorWatch()
     auth = FakeError("_AUTHENTICATION", "SASL authentication error: Authentication failed")
     watch(auth)

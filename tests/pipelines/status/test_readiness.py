@@ -155,7 +155,7 @@ def test_argument_errors_show_the_status_usage(argv, message, config_path, no_sp
 
 
 def test_watch_repeats_until_interrupted_and_exits_with_the_last_round(
-        config_path, monkeypatch, capsys, this_thread_sleep):
+        config_path, monkeypatch, capsys, this_thread_time):
     import pipelines.spark
     import pipelines.status.job as status_job
     from ledger.engine import LedgerEngine
@@ -172,7 +172,7 @@ def test_watch_repeats_until_interrupted_and_exits_with_the_last_round(
         if len(sleeps) == 2:
             raise KeyboardInterrupt
 
-    this_thread_sleep(sleep)
+    this_thread_time("sleep", sleep)
     assert cli.main(["status", "--watch", "2", "--format", "json", "--config",
                      config_path]) == 0
     rounds = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
