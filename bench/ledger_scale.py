@@ -269,7 +269,7 @@ def scans(spark, location: Path) -> dict[str, dict]:
     cps = ledger.read(schemas.CHECKPOINTS)
     reads = {
         "store load: the flow's runs (no snapshot)": runs,
-        "store load: snapshot + tail": snapshot.with_tail(runs),
+        "store load: snapshot + tail": snapshot.with_tail(runs)[0],
         "checkpoints: everything": cps,
         "checkpoints: the refresh window (24 h)": cps.where(F.col("checkpointed_at") >= since),
     }

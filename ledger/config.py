@@ -41,6 +41,10 @@ DEFAULT_SPANS_REFRESH_COMMITS = 360  # an hour of 10 s batches
 # A store load coalesces its tail at about 8 us a run (bench/README.md, stop 54): a second of
 # every status, translate and move for 1,000 partitions an hour after a refresh by commits.
 DEFAULT_SPANS_REFRESH_RUNS = 50_000
+# Spans a windowed partition's snapshot keeps (an exactly-once flow's runs never coalesce): a
+# store load holds at most about twice this per partition; a group committed further back
+# than the window makes its load read that partition's raw runs (ledger.store).
+DEFAULT_SPANS_WINDOW = 200
 # Exactly-once transaction boundary (bench/README.md, "Latency": measured against MM2's own).
 DEFAULT_TRANSACTION_BOUNDARY_INTERVAL_MS = 30
 # Above this a record waits invisibly for longer than any latency target, and a transaction
@@ -180,6 +184,9 @@ class Config:
     # ... or once that tail holds this many runs (a flow of many partitions writes hundreds of
     # runs a commit): a store load coalesces at most about this many runs besides the snapshot.
     spans_refresh_runs: int = DEFAULT_SPANS_REFRESH_RUNS
+    # A snapshot refresh keeps, of a partition with more than twice this many spans, those
+    # from its newest valid cut leaving at least this many (ledger.spans.window_start).
+    spans_window: int = DEFAULT_SPANS_WINDOW
     replication_policy_separator: str = "."
     replication_policy_class: str = "DefaultReplicationPolicy"
     emit_checkpoints_interval_seconds: int = 60
@@ -390,6 +397,7 @@ _TOP_LEVEL = {
     "ledger.history.refresh.hours": ("history_refresh_hours", _positive_int("hours")),
     "ledger.spans.refresh.commits": ("spans_refresh_commits", _positive_int("commits")),
     "ledger.spans.refresh.runs": ("spans_refresh_runs", _positive_int("runs")),
+    "ledger.spans.window": ("spans_window", _positive_int("spans")),
     "replication.policy.separator": ("replication_policy_separator", _separator),
     "replication.policy.class": ("replication_policy_class", _policy),
     "replication.factor": ("replication_factor", lambda v: _replication_factor(v)),

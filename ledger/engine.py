@@ -304,20 +304,25 @@ class LedgerEngine:
 
     def load_store(self, flow: str, version: int | None = None,
                    topics: set[str] | None = None,
-                   partitions: set[tuple[str, int]] | None = None) -> OffsetSyncStore:
-        """``OffsetSyncStore.load`` through this engine (the same spans either way)."""
+                   partitions: set[tuple[str, int]] | None = None,
+                   raw: bool = False) -> OffsetSyncStore:
+        """``OffsetSyncStore.load`` through this engine (the same spans either way); the
+        store deepens its windows through this engine too (delta-rs, else Spark)."""
         from ledger.store import OffsetSyncStore
 
         if self._direct:
             # The partitions are filtered after delta-rs's query (ledger.store): a load of
-            # their topics costs the same, and serves a later load of those topics too.
+            # their topics costs the same, and serves a later load of those topics too. A
+            # raw load (a window's history) is of a few partitions, and not kept.
             version = self.version(OFFSET_SYNCS) if version is None else version
-            held = self._stores.get((flow, version))
+            held = None if raw else self._stores.get((flow, version))
             if held is not None and held.holds(topics):
                 return held
-            store = OffsetSyncStore.load_direct(self, flow, version, topics)
+            store = OffsetSyncStore.load_direct(self, flow, version, topics,
+                                                partitions if raw else None, raw=raw)
             if store is not None:
-                self._stores[(flow, version)] = store
+                if not raw:
+                    self._stores[(flow, version)] = store
                 return store
             self.decline(f"the runs of flow {flow} are not read with delta-rs")
-        return OffsetSyncStore.load(self.ledger, flow, version, topics, partitions)
+        return OffsetSyncStore.load(self.ledger, flow, version, topics, partitions, raw=raw)

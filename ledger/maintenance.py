@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ledger.config import DEFAULT_SPANS_WINDOW
 from ledger.schemas import (
     CHECKPOINTS,
     DERIVED,
@@ -213,8 +214,8 @@ def _vacuum(ledger: Ledger, name: str) -> None:
 
 
 def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
-             vacuum: bool = True, flows: dict[str, tuple[str, str]] | None = None
-             ) -> list[MaintenanceReport]:
+             vacuum: bool = True, flows: dict[str, tuple[str, str]] | None = None,
+             window: int = DEFAULT_SPANS_WINDOW) -> list[MaintenanceReport]:
     """Compact (and Z-order), checkpoint, and VACUUM each table within ``days`` of retention.
 
     With ``offset_sync_spans`` among the tables (the default: all), each flow's persisted spans
@@ -223,6 +224,7 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
 
     Args:
         flows: ``{flow: (source, target)}`` of the configured flows, for the span refresh.
+        window: ``ledger.spans.window``, for the span refresh.
     """
     ledger.require(*(n for n in names or TABLES if n not in DERIVED), verify=True)
     ledger.init()  # a derived table a ledger predates is created here
@@ -230,7 +232,8 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
     for name in [n for n in TABLES if n in (names or TABLES)]:
         files_before, version_before = _num_files(ledger, name), ledger.version(name)
         changed = apply_retention(ledger, days, (name,))[name]
-        refreshed = tuple(refresh(ledger, flows or {})) if name == OFFSET_SYNC_SPANS else ()
+        refreshed = (tuple(refresh(ledger, flows or {}, window=window))
+                     if name == OFFSET_SYNC_SPANS else ())
         zorder, incremental = _optimize(ledger, name)
         _checkpoint(ledger, name)
         if vacuum:

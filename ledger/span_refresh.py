@@ -12,6 +12,10 @@ Invariants:
       it are read) and writes them with that version and ``covered_until``, the newest
       ``written_at`` of the flow's runs at that version (see the snapshot invariants).
     * A flow without runs and without a snapshot gets no rows.
+    * A partition of more than ``2 * window`` spans keeps those from its newest valid cut
+      leaving at least ``window`` (:func:`ledger.spans.window_start`), numbered on from the
+      spans its window leaves out (``batch_id``: the span's position in its epoch): a load
+      answers its offsets at or above the cut exactly, and reads the raw runs below it.
     * This module sits above both :mod:`ledger.store` and :mod:`ledger.span_snapshots` (the
       store reads snapshots; a refresh loads a store): neither imports the other's caller.
 """
@@ -22,26 +26,33 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ledger.config import DEFAULT_SPANS_WINDOW
 from ledger.engine import LedgerEngine, literal, timestamp
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS
 from ledger.span_snapshots import SPAN_RUN_ID, Key, tail_start
+from ledger.spans import window_start
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 
 
 def span_rows(store: OffsetSyncStore, source_cluster: str, target_cluster: str,
-              written_at: dt.datetime, keys: Iterable[Key] | None = None) -> list[dict]:
-    """offset_syncs-shaped rows of a store's spans (run_id "span", batch_id the position)."""
+              written_at: dt.datetime, keys: Iterable[Key] | None = None,
+              window: int | None = None) -> list[dict]:
+    """offset_syncs-shaped rows of a store's spans (run_id "span", batch_id the span's
+    position in its epoch); with ``window``, each partition's from its window's start on."""
     rows = []
     for topic, partition in sorted(store.runs if keys is None else keys):
+        spans = store.runs.get((topic, partition), [])
+        cut = 0 if window is None else window_start(spans, window)
+        first = store.dropped.get((topic, partition), 0) + cut
         rows.extend({
             "flow": store.flow, "source_cluster": source_cluster,
             "target_cluster": target_cluster, "topic": topic,
             "replica_topic": store.replica_topics[topic], "partition": partition,
             "upstream_offset": span.upstream_offset, "downstream_offset": span.downstream_offset,
-            "length": span.length, "run_id": SPAN_RUN_ID, "batch_id": index,
+            "length": span.length, "run_id": SPAN_RUN_ID, "batch_id": first + index,
             "written_at": written_at,
-        } for index, span in enumerate(store.runs.get((topic, partition), [])))
+        } for index, span in enumerate(spans[cut:]))
     return rows
 
 
@@ -86,7 +97,8 @@ def _tail_where(flow: str, head: dict | None, version: int) -> str:
 
 
 def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
-            only: Iterable[str] | None = None) -> list[RefreshReport]:
+            only: Iterable[str] | None = None,
+            window: int = DEFAULT_SPANS_WINDOW) -> list[RefreshReport]:
     """Replace each flow's snapshot with its spans at the current offset_syncs version.
 
     Incremental: the load starts from the previous snapshot and reads only the runs after it.
@@ -96,6 +108,7 @@ def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
         clusters: ``{flow: (source, target)}`` of the configured flows; flows the table already
             holds are refreshed too (their clusters taken from their rows).
         only: refresh only these flows.
+        window: the fewest spans a windowed partition keeps (``ledger.spans.window``).
     """
     engine = LedgerEngine.of(ledger)
     version = engine.version(OFFSET_SYNCS)
@@ -114,7 +127,7 @@ def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
         source, target = clusters.get(flow) or (previous["source_cluster"],
                                                 previous["target_cluster"])
         rows = [{**row, "offset_syncs_version": version, "covered_until": covered_until}
-                for row in span_rows(store, source, target, covered_until)]
+                for row in span_rows(store, source, target, covered_until, window=window)]
         engine.replace(OFFSET_SYNC_SPANS, rows, "flow", flow)
         reports.append(RefreshReport(flow, version,
                                      int(previous["offset_syncs_version"]) if usable else None,
@@ -167,14 +180,15 @@ def tail_outgrew(ledger: LedgerEngine | Ledger, flow: str, runs: int) -> bool:
 
 def refresh_if_behind(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
                       flows: Iterable[str], commits: int,
-                      runs: int | None = None) -> list[RefreshReport]:
+                      runs: int | None = None,
+                      window: int = DEFAULT_SPANS_WINDOW) -> list[RefreshReport]:
     """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind, or
     whose tail outgrew ``runs`` runs and the snapshot (:func:`tail_outgrew`: a flow of many
     partitions writes hundreds of runs a commit, a tail that costs each store load seconds
     long before ``commits`` are reached)."""
     behind = [f for f in flows if commits_since(ledger, f) >= commits
               or (runs is not None and tail_outgrew(ledger, f, runs))]
-    return refresh(ledger, clusters, only=behind) if behind else []
+    return refresh(ledger, clusters, only=behind, window=window) if behind else []
 
 
 def snapshot_flows(ledger: LedgerEngine | Ledger) -> set[str]:

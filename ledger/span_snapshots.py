@@ -25,6 +25,12 @@ Invariants:
       snapshot or the new one, never a mix.
     * Bounded: a load reads the snapshot (a few rows per partition) and the runs written since
       the last refresh; Delta skips every older data file by its ``written_at`` statistics.
+    * Windowed: a partition whose spans do not coalesce (exactly-once runs split by markers,
+      MirrorMaker 2's point syncs) keeps only the spans from a valid cut on
+      (:func:`ledger.spans.window_start`). ``batch_id`` is a span's position in its epoch's
+      spans, so a partition's lowest ``batch_id`` is how many spans its window leaves out
+      (:meth:`SpanSnapshot.dropped`; 0: the whole epoch). A load carries that count on while
+      the epoch goes on; a new epoch in the tail, or a rewind read raw, holds the whole epoch.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from ledger.schemas import OFFSET_SYNC_SPANS
 from ledger.spans import extend
-from ledger.translation import Run
+from ledger.translation import Run, epoch_starts
 
 if TYPE_CHECKING:  # pyspark is imported where Spark reads: a delta-rs load never needs it
     from pyspark.sql import Column, DataFrame
@@ -55,12 +61,17 @@ a short tail); beyond, they stay a DataFrame and Spark extends them
 
 ROW_COLUMNS = ("topic", "partition", "replica_topic", "upstream_offset", "downstream_offset",
                "length", "batch_id")
+
 """The columns of a snapshot row a load uses on the driver."""
 
 SPAN_RUN_ID = "span"
 """``run_id`` of a row that stands for a span of runs, not one replication run."""
 
 Key = tuple[str, int]
+
+Extended = tuple[dict[Key, list[Run]], dict[str, str], set[Key], dict[Key, int]]
+"""What extending a snapshot with its tail gives: the spans, the replica topics, the rewound
+partitions (to read raw) and the windowed partitions' dropped span counts."""
 
 
 def _table(ledger: Ledger) -> DataFrame | None:
@@ -163,14 +174,20 @@ class SpanSnapshot:
             rows.setdefault((row["topic"], row["partition"]), []).append(row)
         return cls(flow, int(head["offset_syncs_version"]), head["covered_until"], rows)
 
-    def extend_on_driver(self, runs: DataFrame, limit: int | None = None
-                         ) -> tuple[dict[Key, list[Run]], dict[str, str], set[Key]] | None:
+    def dropped(self) -> dict[Key, int]:
+        """Per windowed partition of the rows held, how many of its epoch's spans the window
+        leaves out (its lowest ``batch_id``; partitions held whole are absent)."""
+        return {key: int(rows[0]["batch_id"]) for key, rows in (self.rows or {}).items()
+                if rows and rows[0]["batch_id"] > 0}
+
+    def extend_on_driver(self, runs: DataFrame, limit: int | None = None) -> Extended | None:
         """The spans of every partition, from the snapshot and the tail collected to the driver
         (:func:`ledger.spans.extend`, the same spans Spark computes in :meth:`with_tail`).
 
         Returns:
-            ``(spans, replica topics, rewound partitions)``: the rewound partitions (a tail run
-            starts below what the spans cover) have no spans here and must be read raw.
+            ``(spans, replica topics, rewound partitions, dropped)``: the rewound partitions (a
+            tail run starts below what the spans cover) have no spans here and must be read
+            raw; ``dropped`` as :meth:`dropped`, for the windows whose epoch goes on.
             ``None`` when the tail has more than ``limit`` runs (default ``TAIL_ON_DRIVER``) or
             the snapshot stayed in Spark: coalesce them in Spark.
         """
@@ -185,8 +202,7 @@ class SpanSnapshot:
             return None
         return self.extend_rows([r.asDict() for r in rows])
 
-    def extend_rows(self, rows: Iterable[dict]
-                    ) -> tuple[dict[Key, list[Run]], dict[str, str], set[Key]]:
+    def extend_rows(self, rows: Iterable[dict]) -> Extended:
         """:meth:`extend_on_driver` over the tail's rows (``offset_syncs`` columns, any order).
         A delta-rs load does this in its query instead (:mod:`ledger.span_sql`)."""
         tails: dict[Key, list] = {}
@@ -199,21 +215,27 @@ class SpanSnapshot:
             replica_topics[r["topic"]] = r["replica_topic"]
         spans: dict[Key, list[Run]] = {}
         rewound: set[Key] = set()
+        windows = self.dropped()
+        dropped: dict[Key, int] = {}
         for key in set(self.rows) | set(tails):
             covered = [Run(r["upstream_offset"], r["downstream_offset"], r["length"])
                        for r in self.rows.get(key, [])]
-            extended = extend(covered, tails.get(key, []))
+            tail = tails.get(key, [])
+            extended = extend(covered, tail)
             if extended is None:
                 rewound.add(key)
-            elif extended:
+                continue
+            if extended:
                 spans[key] = extended
-        return spans, replica_topics, rewound
+            if key in windows and not any(epoch_starts(covered[-1:] + tail)[1:]):
+                dropped[key] = windows[key]
+        return spans, replica_topics, rewound, dropped
 
-    def with_tail(self, runs: DataFrame) -> DataFrame:
+    def with_tail(self, runs: DataFrame) -> tuple[DataFrame, set[Key]]:
         """What to compute spans on instead of ``runs`` (the flow's restricted offset_syncs rows
         at a version >= ``self.version``): the snapshot's spans, then the runs after it; raw
         runs for partitions whose tail rewinds into the spans. Only per-partition bounds reach
-        the driver (to find those partitions), never a span."""
+        the driver (to find those partitions), never a span; they come back with the frame."""
         from pyspark.sql import functions as F
 
         if self.frame is None:
@@ -227,7 +249,17 @@ class SpanSnapshot:
         rewound = {(r["topic"], r["partition"])
                    for r in lows.join(highs, key).where(F.col("low") < F.col("high")).collect()}
         if not rewound:
-            return spans.unionByName(tail)
+            return spans.unionByName(tail), rewound
         return (spans.where(~partition_filter(rewound))
                 .unionByName(tail.where(~partition_filter(rewound)))
-                .unionByName(runs.where(partition_filter(rewound))))
+                .unionByName(runs.where(partition_filter(rewound)))), rewound
+
+    def windows(self) -> dict[Key, int]:
+        """:meth:`dropped` of a snapshot kept in Spark (one small aggregate to the driver)."""
+        from pyspark.sql import functions as F
+
+        if self.frame is None:
+            return self.dropped()
+        found = (self.frame.groupBy("topic", "partition").agg(F.min("batch_id").alias("first"))
+                 .where(F.col("first") > 0).collect())
+        return {(r["topic"], r["partition"]): int(r["first"]) for r in found}

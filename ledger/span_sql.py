@@ -44,8 +44,9 @@ def spans_sql(runs: str, limit: int | None = None) -> str:
             for N + 1).
 
     Returns:
-        SQL giving ``topic, partition, replica_topic, u, d, n`` in topic, partition and
-        write order.
+        SQL giving ``topic, partition, replica_topic, u, d, n, first_rn`` in topic, partition
+        and write order; ``first_rn`` is the span's first run's position among all of the
+        partition's input rows (1: the current epoch starts with the first row).
     """
     return f"""
 WITH r AS ({runs}),
@@ -95,6 +96,6 @@ final AS (
          LAST_VALUE(replica_topic ORDER BY rn) AS replica_topic
   FROM s GROUP BY topic, p, span
 )
-SELECT topic, p AS {{partition}}, replica_topic, u, d, n FROM final
+SELECT topic, p AS {{partition}}, replica_topic, u, d, n, first_rn FROM final
 ORDER BY topic, p, first_rn{'' if limit is None else f' LIMIT {int(limit)}'}
 """

@@ -57,16 +57,38 @@ below ``S``'s highest upstream end ``m`` (no rewind into the covered history)::
               for neither; a new epoch in Z drops S and R alike
 
 A ``Z`` that rewinds below ``m`` gives ``None``: the caller recomputes from the raw runs.
+
+Windows (:func:`window_start`, what a snapshot keeps of a partition whose spans never coalesce:
+an exactly-once flow's runs are split by the transaction markers, MirrorMaker 2's syncs are
+points): the spans from a **cut** ``k`` on answer exactly like the whole epoch for every offset
+at or above the cut's floors, ``U = min u`` and ``D = d`` of the spans from ``k`` on::
+
+    a cut at k is valid when  max(e of the spans before k)  <=  min(u of the spans from k on)
+
+    upstream   ..prefix..| U .................       every prefix run ends at or below U
+    replica    ..prefix..| D .................       (one epoch: ends increase downstream)
+
+    forward(x), x >= U   a prefix run holds no record >= x (its end <= U <= x), and its end
+                         is no candidate: the suffix run starting at U lies in [end, x];
+                         prefix starts are below every suffix end: no suffix candidate changes
+    reverse(c), c >= D   a prefix candidate is at most its end <= U <= the cut span's own
+                         candidate u_k + min(c - D, n_k): the maximum is the suffix's
+    ends                 the highest upstream and downstream ends are the suffix's
+
+The cut stays valid when runs are appended without a rewind into the spans (what
+:func:`extend` requires anyway), so a window extended with a tail keeps its floors. Below the
+floors, a reader must read the partition's raw runs: ``ledger.store`` does, for that
+partition only.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ledger.translation import Run, RunLike, current_epoch, epoch_starts
 
-__all__ = ["coalesce", "extend", "mergeable"]
+__all__ = ["coalesce", "extend", "mergeable", "window_start"]
 
 
 def mergeable(runs: Iterable[RunLike]) -> list[bool]:
@@ -142,3 +164,39 @@ def extend(spans: Iterable[RunLike], tail: Iterable[RunLike]) -> list[Run] | Non
                            < max(s.upstream_end for s in items)):
         return None
     return coalesce(current_epoch(items + more))
+
+
+def window_start(spans: Sequence[RunLike], keep: int) -> int:
+    """Where a window of ``spans`` (one epoch, write order) may start: a valid cut, or 0.
+
+    A partition holding at most ``2 * keep`` spans is kept whole (0): cutting each time a few
+    spans arrive would rewrite the window at every refresh. Beyond, the newest valid cut (see
+    the module docstring) that leaves at least ``keep`` spans; 0 when none is valid (a rewind
+    spanning the whole history, which no window may hide).
+
+    Args:
+        spans: the current-epoch spans of one flow partition, in write order.
+        keep: the fewest spans a window holds (``ledger.spans.window``).
+
+    Returns:
+        The index of the window's first span; ``0`` keeps them all.
+
+    Raises:
+        ValueError: ``keep`` is below 1.
+    """
+    if keep < 1:
+        raise ValueError(f"a window keeps at least one span, got {keep}")
+    items = [Run.of(s) for s in spans]
+    if len(items) <= 2 * keep:
+        return 0
+    lowest = [0] * (len(items) + 1)  # lowest[k]: min u of items[k:]
+    lowest[len(items)] = 1 << 62
+    for k in range(len(items) - 1, -1, -1):
+        lowest[k] = min(items[k].upstream_offset, lowest[k + 1])
+    highest = 0  # max e of items[:k]
+    best = 0
+    for k in range(1, len(items) - keep + 1):
+        highest = max(highest, items[k - 1].upstream_end)
+        if highest <= lowest[k]:
+            best = k
+    return best

@@ -15,11 +15,20 @@ Invariants:
       equal :mod:`ledger.translation` over the raw runs.
     * A translation is either an offset or :class:`Untranslatable` with the reason: the two are
       different types, so "cannot translate" can never be mistaken for an offset.
+    * Windows are exact too: a partition in ``dropped`` holds only its snapshot window's spans
+      (:func:`ledger.spans.window_start`), which answer every offset at or above the window's
+      floors (``floors``); an offset below them makes the store read that partition's raw runs
+      first (:meth:`OffsetSyncStore.deepen`, at the store's version), never guess. So a load
+      costs the windows, whatever the age of an exactly-once flow, and a group far behind the
+      head costs one read of its partitions' history::
+
+          partition's epoch    |<-- dropped spans -->|<-- window (held) -->|<- tail ->|
+          offsets answered      deepen() first        forward(x >= U), reverse(c >= D)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,6 +52,11 @@ class SqlReader(Protocol):
 
     def query(self, sql: str, versions: Mapping[str, int | None] | None = None,
               **tables: str) -> list[dict[str, Any]]: ...
+
+    def load_store(self, flow: str, version: int | None = None,
+                   topics: set[str] | None = None,
+                   partitions: set[tuple[str, int]] | None = None,
+                   raw: bool = False) -> OffsetSyncStore: ...
 
 
 RUNS_IN_PROCESS = 1_000_000
@@ -86,6 +100,47 @@ class OffsetSyncStore:
     topics: frozenset[str] | None = None
     """The topics whose every partition this store holds (None: every topic of the flow); a
     load restricted to some partitions holds no topic whole."""
+    dropped: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Per windowed partition, how many of its epoch's spans precede the ones held."""
+    history: Callable[[set[tuple[str, int]]], OffsetSyncStore] | None = field(
+        default=None, compare=False, repr=False)
+    """Loads the raw-run spans of some partitions at ``version`` (what :meth:`deepen` uses);
+    set by the load."""
+
+    def floors(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """``(U, D)``: the lowest upstream and downstream offsets the held window of
+        ``topic[partition]`` answers; ``None`` when the whole epoch is held."""
+        spans = self.runs.get((topic, partition))
+        if not self.dropped.get((topic, partition)) or not spans:
+            return None
+        return min(r.upstream_offset for r in spans), spans[0].downstream_offset
+
+    def below(self, topic: str, partition: int, upstream: int | None = None,
+              downstream: int | None = None) -> bool:
+        """Whether ``upstream`` (forward) or ``downstream`` (reverse) lies below the window
+        of ``topic[partition]`` (then :meth:`deepen` it before translating)."""
+        floors = self.floors(topic, partition)
+        return floors is not None and (
+            (upstream is not None and upstream < floors[0])
+            or (downstream is not None and downstream < floors[1]))
+
+    def deepen(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Replace the windows of ``keys`` by their whole epoch, read from the raw runs.
+
+        Raises:
+            ValueError: the store has no ledger to read from (built from rows).
+        """
+        wanted = {k for k in keys if self.dropped.get(k)}
+        if not wanted:
+            return
+        if self.history is None:
+            raise ValueError(f"the store of flow {self.flow} holds windows only and no ledger "
+                             f"to read the history of {sorted(wanted)} from")
+        whole = self.history(wanted)
+        for key in wanted:
+            self.runs[key] = whole.runs.get(key, [])
+            self.dropped.pop(key)
+        self.replica_topics.update(whole.replica_topics)
 
     def holds(self, topics: set[str] | None) -> bool:
         """Whether this store answers a load of ``topics`` (None: the whole flow)."""
@@ -94,47 +149,63 @@ class OffsetSyncStore:
     @classmethod
     def load(cls, ledger: Ledger, flow: str, version: int | None = None,
              topics: set[str] | None = None,
-             partitions: set[tuple[str, int]] | None = None) -> OffsetSyncStore:
+             partitions: set[tuple[str, int]] | None = None,
+             raw: bool = False) -> OffsetSyncStore:
         """Load ``flow``'s current-epoch spans at ``version`` (default: latest).
 
         ``topics`` and ``partitions`` (``(topic, partition)`` pairs), when given, restrict what
         is read; the driver receives only the spans, computed in Spark (:func:`_spans`). With a
         persisted snapshot (:mod:`ledger.span_snapshots`) at or before ``version``, the spans
-        are computed from it and the runs written after it, not from the whole epoch.
+        are computed from it and the runs written after it, not from the whole epoch; ``raw``
+        reads the runs only (every partition whole, as :meth:`deepen` needs).
         """
         from pyspark.sql import functions as F
 
         version = ledger.version(OFFSET_SYNCS) if version is None else version
         store = cls(flow, version, topics=_held(topics, partitions))
+        store.history = lambda keys: cls.load(ledger, flow, version, partitions=keys, raw=True)
         if (topics is not None and not topics) or (partitions is not None and not partitions):
             return store
         runs = restrict(ledger.read(OFFSET_SYNCS, version=version).where(F.col("flow") == flow),
                         topics, partitions)
-        snapshot = SpanSnapshot.read(ledger, flow, topics, partitions)
+        snapshot = None if raw else SpanSnapshot.read(ledger, flow, topics, partitions)
+        windows: dict[tuple[str, int], int] = {}
         if snapshot is not None and snapshot.version <= version:
             extended = snapshot.extend_on_driver(runs)
             if extended is None:  # a long tail: spans and tail coalesced in Spark
-                runs = snapshot.with_tail(runs)
+                runs, rewound = snapshot.with_tail(runs)
+                windows = {k: v for k, v in snapshot.windows().items() if k not in rewound}
             else:
-                spans, replica_topics, rewound = extended
+                spans, replica_topics, rewound, dropped = extended
                 store.runs.update(spans)
                 store.replica_topics.update(replica_topics)
+                store.dropped.update(dropped)
                 if not rewound:
                     return store
                 runs = runs.where(partition_filter(rewound))
         # Arrow, not Rows: an exactly-once flow's spans number millions, and a Row costs tens
         # of microseconds to unpickle where an Arrow column value costs one.
-        found = _spans(runs).select("topic", "partition", "replica_topic", "u", "d", "n")
-        columns = found.toArrow().to_pydict()
-        for topic, partition, replica_topic, u, d, n in zip(*columns.values(), strict=True):
-            store.runs.setdefault((topic, partition), []).append(translation.Run(u, d, n))
-            store.replica_topics[topic] = replica_topic
+        found = _spans(runs).select("topic", "partition", "replica_topic", "u", "d", "n",
+                                    "first_at")
+        store.add_spans(zip(*found.toArrow().to_pydict().values(), strict=True), windows)
         return store
+
+    def add_spans(self, rows: Iterable[tuple], windows: Mapping[tuple[str, int], int]) -> None:
+        """Append spans ``(topic, partition, replica_topic, u, d, n, first_at)`` in write
+        order; a partition of ``windows`` stays windowed when its epoch starts with the first
+        input row (its snapshot's first span: no new epoch since)."""
+        for topic, partition, replica_topic, u, d, n, first_at in rows:
+            key = (topic, partition)
+            if key not in self.runs and key in windows and first_at == 1:
+                self.dropped[key] = windows[key]
+            self.runs.setdefault(key, []).append(translation.Run(u, d, n))
+            self.replica_topics[topic] = replica_topic
 
     @classmethod
     def load_direct(cls, engine: SqlReader, flow: str, version: int | None = None,
                     topics: set[str] | None = None,
-                    partitions: set[tuple[str, int]] | None = None) -> OffsetSyncStore | None:
+                    partitions: set[tuple[str, int]] | None = None,
+                    raw: bool = False) -> OffsetSyncStore | None:
         """:meth:`load` through ``engine``'s SQL (delta-rs, without a JVM): the same spans.
 
         The same reads as :meth:`load`: the snapshot's spans and the runs written after it
@@ -143,30 +214,36 @@ class OffsetSyncStore:
         it. The spans are computed by the query itself (:mod:`ledger.span_sql`, the plan
         ``_spans`` runs in Spark): only spans reach Python. ``None`` when more than
         ``RUNS_IN_PROCESS`` runs would be coalesced: :meth:`load` computes those in Spark.
+        ``raw`` reads the runs only, as :meth:`load`.
         """
         from ledger.sql import literal, timestamp
 
         version = engine.version(OFFSET_SYNCS) if version is None else version
         store = cls(flow, version, topics=_held(topics, partitions))
+        store.history = lambda keys: engine.load_store(flow, version, partitions=keys, raw=True)
         if (topics is not None and not topics) or (partitions is not None and not partitions):
             return store
         # Partitions are kept below, not in the SQL: a predicate of hundreds of
         # (topic, partition IN ...) terms, evaluated at every scan of the query's plan, costs
-        # more than the spans of a selected topic's other partitions.
+        # more than the spans of a selected topic's other partitions. A raw read (the history
+        # deepen asks for: a few partitions, every run of them) names them.
         if partitions is not None:
             asked = {t for t, _ in partitions}
             topics = asked if topics is None else asked & topics
         where = f"flow = {literal(flow)}" + restrict_sql(topics)
+        if raw and partitions is not None:
+            where += f" AND ({_partitions_sql(partitions)})"
         at = {"s": version}
         tables = {"s": OFFSET_SYNCS}
         runs = f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where}"
-        if engine.exists(OFFSET_SYNC_SPANS):
+        windows: dict[tuple[str, int], int] = {}
+        if not raw and engine.exists(OFFSET_SYNC_SPANS):
             head = engine.query(f"SELECT offset_syncs_version, covered_until FROM {{sp}} "
                                 f"WHERE flow = {literal(flow)} LIMIT 1", sp=OFFSET_SYNC_SPANS)
             if head and head[0]["offset_syncs_version"] <= version:
                 tables["sp"] = OFFSET_SYNC_SPANS
                 after = f"written_at > {timestamp(tail_start(head[0]['covered_until']))}"
-                rewound = _rewound(engine, where, after, at)
+                rewound, windows = _snapshot_bounds(engine, where, after, at)
                 kept = f" AND NOT ({_partitions_sql(rewound)})" if rewound else ""
                 runs = (f"SELECT {RUN_COLUMNS} FROM {{sp}} WHERE {where}{kept} UNION ALL "
                         f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where} AND {after}{kept}")
@@ -177,11 +254,10 @@ class OffsetSyncStore:
                                f"LIMIT {RUNS_IN_PROCESS + 1}) AS c", at, **tables)
         if counted[0]["runs"] > RUNS_IN_PROCESS:
             return None
-        for r in engine.query(spans_sql(runs), at, **tables):
-            if partitions is None or (r["topic"], r["partition"]) in partitions:
-                store.runs.setdefault((r["topic"], r["partition"]), []).append(
-                    translation.Run(r["u"], r["d"], r["n"]))
-                store.replica_topics[r["topic"]] = r["replica_topic"]
+        store.add_spans(((r["topic"], r["partition"], r["replica_topic"], r["u"], r["d"], r["n"],
+                          r["first_rn"]) for r in engine.query(spans_sql(runs), at, **tables)
+                         if partitions is None or (r["topic"], r["partition"]) in partitions),
+                        windows)
         return store
 
     def _epoch(self, topic: str, partition: int) -> list[translation.Run] | Untranslatable:
@@ -193,6 +269,8 @@ class OffsetSyncStore:
 
     def forward(self, topic: str, partition: int, offset: int) -> Translation:
         """A group at ``offset`` on the original ``topic`` -> its position on the replica."""
+        if self.below(topic, partition, upstream=offset):
+            self.deepen([(topic, partition)])
         runs = self._epoch(topic, partition)
         if isinstance(runs, Untranslatable):
             return runs
@@ -205,6 +283,8 @@ class OffsetSyncStore:
 
     def reverse(self, topic: str, partition: int, offset: int) -> Translation:
         """A group at ``offset`` on the replica of ``topic`` -> its position on the original."""
+        if self.below(topic, partition, downstream=offset):
+            self.deepen([(topic, partition)])
         runs = self._epoch(topic, partition)
         if isinstance(runs, Untranslatable):
             return runs
@@ -245,21 +325,25 @@ def _partitions_sql(partitions: Iterable[tuple[str, int]]) -> str:
     return " OR ".join(terms) or "FALSE"
 
 
-def _rewound(engine: SqlReader, where: str, after: str, at: dict[str, int]
-             ) -> set[tuple[str, int]]:
-    """Partitions whose runs after the snapshot start upstream below its highest end (a
-    rewind into what the spans cover: :func:`ledger.spans.extend` would give ``None``)."""
+def _snapshot_bounds(engine: SqlReader, where: str, after: str, at: dict[str, int]
+                     ) -> tuple[set[tuple[str, int]], dict[tuple[str, int], int]]:
+    """``(rewound, windows)`` of the snapshot's partitions: those whose runs after the
+    snapshot start upstream below its highest end (a rewind into what the spans cover:
+    :func:`ledger.spans.extend` would give ``None``), and the other windowed ones with the
+    spans their windows leave out (their lowest ``batch_id``)."""
+    bounds = {(r["topic"], r["partition"]): (r["high"], r["first"]) for r in engine.query(
+        f"SELECT topic, {{partition}}, MAX(upstream_offset + length) AS high, "
+        f"MIN(batch_id) AS first FROM {{sp}} WHERE {where} GROUP BY topic, {{partition}}",
+        sp=OFFSET_SYNC_SPANS)}
     lows = engine.query(f"SELECT topic, {{partition}}, MIN(upstream_offset) AS low FROM {{s}} "
                         f"WHERE {where} AND {after} GROUP BY topic, {{partition}}", at,
-                        s=OFFSET_SYNCS)
-    if not lows:
-        return set()
-    highs = {(r["topic"], r["partition"]): r["high"] for r in engine.query(
-        f"SELECT topic, {{partition}}, MAX(upstream_offset + length) AS high FROM {{sp}} "
-        f"WHERE {where} GROUP BY topic, {{partition}}", sp=OFFSET_SYNC_SPANS)}
-    return {(r["topic"], r["partition"]) for r in lows
-            if (r["topic"], r["partition"]) in highs
-            and r["low"] < highs[(r["topic"], r["partition"])]}
+                        s=OFFSET_SYNCS) if bounds else []
+    rewound = {(r["topic"], r["partition"]) for r in lows
+               if (r["topic"], r["partition"]) in bounds
+               and r["low"] < bounds[(r["topic"], r["partition"])][0]}
+    windows = {key: int(first) for key, (_, first) in bounds.items()
+               if first > 0 and key not in rewound}
+    return rewound, windows
 
 
 def restrict_sql(topics: set[str] | None) -> str:
@@ -278,7 +362,9 @@ def _spans(runs: DataFrame) -> DataFrame:
     the epoch's upstream ends in ``(A.u, A.u + A.n]`` (a running count over the ends and the two
     bounds sorted together), and a gaps-and-islands: the next run continues A's span when it is
     contiguous on both sides and that count is 1 (A's own end: no rewind ends inside A). Columns:
-    topic, partition, replica_topic, u, d, n, ordered by topic, partition and write order.
+    topic, partition, replica_topic, u, d, n and first_at (the span's first run's position
+    among all of the partition's input rows: 1 when the epoch starts with the first row),
+    ordered by topic, partition and write order.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -289,6 +375,7 @@ def _spans(runs: DataFrame) -> DataFrame:
     epoch = (runs.select(*part, "replica_topic", F.col("upstream_offset").alias("u"),
                          F.col("downstream_offset").alias("d"), F.col("length").alias("n"),
                          "written_at", "batch_id")
+             .withColumn("at", F.row_number().over(order))
              .withColumn("start", F.coalesce(
                  (F.col("d") < F.lag(F.col("d") + F.col("n")).over(order)).cast("int"), F.lit(1)))
              .withColumn("epoch", F.sum("start").over(upto))
@@ -307,7 +394,7 @@ def _spans(runs: DataFrame) -> DataFrame:
         Window.partitionBy(*part).orderBy("p.at", "p.kind")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     inside = (points.withColumn("below", ends_below).where(F.col("p.kind") > 0)
-              .groupBy(*part, "rid", "u", "d", "n", "replica_topic")
+              .groupBy(*part, "rid", "at", "u", "d", "n", "replica_topic")
               .agg(F.sum(F.when(F.col("p.kind") == 2, F.col("below"))
                          .otherwise(-F.col("below"))).alias("inside")))
     by_rid = Window.partitionBy(*part).orderBy("rid")
@@ -319,8 +406,8 @@ def _spans(runs: DataFrame) -> DataFrame:
                .withColumn("span", F.sum("new").over(
                    by_rid.rowsBetween(Window.unboundedPreceding, Window.currentRow))))
     return (islands.groupBy(*part, "span")
-            .agg(F.min("rid").alias("first"),
+            .agg(F.min("rid").alias("first"), F.min("at").alias("first_at"),
                  F.max_by("replica_topic", "rid").alias("replica_topic"),
                  F.min("u").alias("u"), F.min("d").alias("d"), F.sum("n").alias("n"))
             .orderBy(*part, "first")
-            .select(*part, "replica_topic", "u", "d", "n"))
+            .select(*part, "replica_topic", "u", "d", "n", "first_at"))

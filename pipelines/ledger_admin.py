@@ -39,7 +39,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
         reports = maintenance.maintain(
             ledger, config.audit_retention_days, tuple(args.table or ()),
             vacuum=not args.no_vacuum,
-            flows={f.name: (f.source, f.target) for f in config.flows})
+            flows={f.name: (f.source, f.target) for f in config.flows},
+            window=config.spans_window)
         print(f"retention {config.audit_retention_days} days (ledger.audit.retention.days)")
         for report in reports:
             print(report.line())

@@ -66,7 +66,7 @@ def refresh_spans(checkpointer: Checkpointer, config: Config, flow: str) -> None
     try:
         for report in refresh_if_behind(checkpointer.engine, flows, wanted,
                                         config.spans_refresh_commits,
-                                        config.spans_refresh_runs):
+                                        config.spans_refresh_runs, config.spans_window):
             print(report.line().strip(), flush=True)
     except Exception as exc:
         log.warning("span snapshot refresh skipped: %s", first_line(exc))

@@ -109,7 +109,8 @@ class FlowReplicator:
         self.recorder = LedgerRecorder(config.ledger_location, self.flow.name, self.session,
                                        ledger_writes=ledger_writes)
         self.spans = SpanUpkeep(config.ledger_location, self.flow.name,
-                                (self.flow.source, self.flow.target), config.spans_refresh_runs)
+                                (self.flow.source, self.flow.target), config.spans_refresh_runs,
+                               config.spans_window)
         self._copies: executors.LocalCopies | executors.SparkCopies | None = None
         # MM2's topic ACL sync, at each refresh when its interval has passed (pipelines.acls).
         self.acl_sync = AclSync(self.session)

@@ -30,6 +30,7 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ledger import commits
+from ledger.config import DEFAULT_SPANS_WINDOW
 from ledger.engine import LedgerEngine
 from ledger.errors import first_line
 from ledger.schemas import OFFSET_SYNC_SPANS
@@ -48,8 +49,10 @@ class SpanUpkeep:
         runs: ``ledger.spans.refresh.runs``.
     """
 
-    def __init__(self, location: str, flow: str, clusters: tuple[str, str], runs: int) -> None:
+    def __init__(self, location: str, flow: str, clusters: tuple[str, str], runs: int,
+                 window: int = DEFAULT_SPANS_WINDOW) -> None:
         self.location, self.flow, self.clusters, self.runs = location, flow, clusters, runs
+        self.window = window
         self.counted = 0
         self.reports: list[RefreshReport] = []
         self._thread: ThreadPoolExecutor | None = None
@@ -77,7 +80,8 @@ class SpanUpkeep:
                 commits.create_missing_tables(self.location)
             if not tail_outgrew(engine, self.flow, self.runs):
                 return
-            for report in refresh(engine, {self.flow: self.clusters}, only=[self.flow]):
+            for report in refresh(engine, {self.flow: self.clusters}, only=[self.flow],
+                                  window=self.window):
                 self.reports.append(report)
                 log.info("%s", report.line().strip())
         except Exception as exc:

@@ -182,7 +182,7 @@ def test_the_load_reads_the_snapshot_and_the_newest_files_only(ledger: dict) -> 
     snapshot = SpanSnapshot.read(lg, "P->B", partitions={("Payments", 0)})
     runs = lg.read(OFFSET_SYNCS).where((F.col("flow") == "P->B") & (F.col("partition") == 0))
     everything = scan_stats(runs)
-    bounded = scan_stats(snapshot.with_tail(runs))
+    bounded = scan_stats(snapshot.with_tail(runs)[0])
     # scanned rows are whole files' (every file holds every partition)
     covered, tail = (sum(len(h[i]) for h in HISTORIES.values()) for i in (0, 1))
     assert (everything.files, everything.rows) == (4, covered + tail)  # compacted + 3 commits
@@ -193,7 +193,7 @@ def test_the_load_reads_the_snapshot_and_the_newest_files_only(ledger: dict) -> 
     rewound = SpanSnapshot.read(lg, "P->B", partitions={("Payments", 3)})
     runs_3 = lg.read(OFFSET_SYNCS).where(F.col("partition") == 3)
     assert {translation.Run(r["upstream_offset"], r["downstream_offset"], r["length"])
-            for r in rewound.with_tail(runs_3).collect()} == set(raw(3))
+            for r in rewound.with_tail(runs_3)[0].collect()} == set(raw(3))
 
 
 def test_time_travel_before_the_snapshot_ignores_it(ledger: dict) -> None:
@@ -272,3 +272,31 @@ def test_a_ledger_from_before_the_table_reads_and_maintain_adds_it(ledger: dict,
     (report,) = maintenance.maintain(old, 30, (OFFSET_SYNC_SPANS,), vacuum=False, flows=FLOWS)
     assert report.refreshed[0].version == old.version(OFFSET_SYNCS)
     assert SpanSnapshot.read(old, "P->B") is not None
+
+
+@pytest.mark.parametrize("bound", [None, "SNAPSHOT_ON_DRIVER"])
+def test_a_windowed_snapshot_loads_in_spark_like_in_delta_rs(spark, tmp_path, monkeypatch,
+                                                             bound: str | None) -> None:
+    """A Spark load of an exactly-once partition's window (on the driver, or extended in
+    Spark) holds the window delta-rs holds, and reads the raw runs for an offset below it."""
+    lg = Ledger(spark, str(tmp_path / "ledger"))
+    lg.init()
+    transactions = [(2 * i, 3 * i, 2) for i in range(40)]  # 2 records + a marker each
+    append_in(lg, rows(0, transactions[:30], 0) + rows(1, CONTIGUOUS[:30], 0), 3)
+    refresh(lg, FLOWS, window=4)
+    append_in(lg, rows(0, transactions[30:], 30) + rows(1, CONTIGUOUS[30:40], 30), 2)
+    if bound is not None:
+        monkeypatch.setattr(span_snapshots, bound, 1)
+    store = OffsetSyncStore.load(lg, "P->B")
+    direct = LedgerEngine(lg.location).load_store("P->B")
+    assert store.dropped == direct.dropped == {("Payments", 0): 26}
+    assert store.runs == direct.runs
+    assert store.floors("Payments", 0) == (52, 78)
+    all_runs = [translation.Run(*r) for r in transactions]
+    for x in range(52, 82):
+        assert store.forward("Payments", 0, x).offset == translation.forward(all_runs, x)
+    assert store.dropped  # the window answered
+    assert store.reverse("Payments", 0, 10).offset == translation.reverse(all_runs, 10)
+    assert store.dropped == {} and len(store.runs[("Payments", 0)]) == 40
+    assert_translates_like(store, 0, all_runs)
+    assert_translates_like(store, 1, [translation.Run(*r) for r in CONTIGUOUS[:40]])

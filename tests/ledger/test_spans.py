@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ledger.spans import coalesce, extend, mergeable
+from ledger.spans import coalesce, extend, mergeable, window_start
 from ledger.translation import Run, current_epoch, epoch_starts, forward, reverse
 from tests.ledger.test_translation import History, histories
 
@@ -159,3 +159,62 @@ def test_extend_continues_the_last_span() -> None:
     assert extend(covered, [(150, 550, 10), (160, 3, 5)]) == [Run(160, 3, 5)]
     # a restart from 120, inside what the spans cover: recompute from the raw runs
     assert extend(covered, [(120, 550, 10)]) is None
+
+
+def assert_window_answers(window: list[Run], runs: list[Run]) -> None:
+    """The window answers like ``runs`` at and above its floors (U: its lowest start, D: its
+    first span's d), and holds the same highest ends."""
+    floor_u = min(r.upstream_offset for r in window)
+    floor_d = window[0].downstream_offset
+    top_u = max(r.upstream_end for r in runs) + 3
+    top_d = max(r.downstream_end for r in runs) + 3
+    for x in range(floor_u, top_u):
+        assert forward(window, x) == forward(runs, x), (x, runs, window)
+    for c in range(floor_d, top_d):
+        assert reverse(window, c) == reverse(runs, c), (c, runs, window)
+    epoch = current_epoch(runs)
+    for end in ("upstream_end", "downstream_end"):
+        assert max(getattr(r, end) for r in window) == max(getattr(r, end) for r in epoch)
+
+
+@settings(max_examples=400, deadline=None)
+@given(replication_logs(), st.integers(1, 4), st.data())
+def test_property_a_window_answers_like_the_runs_above_its_floors(
+        raw: list[tuple[int, int, int]], keep: int, data: st.DataObject) -> None:
+    runs = [Run(*r) for r in raw]
+    spans = coalesce(current_epoch(runs))
+    start = window_start(spans, keep)
+    if len(spans) <= 2 * keep:
+        assert start == 0
+    assert start == 0 or len(spans) - start >= keep
+    assume(spans)
+    assert_window_answers(spans[start:], runs)
+    # A tail appended without a rewind into the spans keeps the window's answers exact.
+    # (the tail: another log, moved past the spans' highest ends on both sides)
+    more = data.draw(replication_logs())
+    high = max(s.upstream_end for s in spans)
+    tail = [Run(u + high, d + max(s.downstream_end for s in spans), n) for u, d, n in more]
+    extended = extend(spans[start:], tail)
+    assume(extended is not None and tail and not any(epoch_starts(spans[-1:] + tail)[1:]))
+    assert_window_answers(extended, runs + tail)
+
+
+def test_a_window_of_an_exactly_once_history_keeps_the_newest_spans() -> None:
+    # one record per transaction, each followed by its commit marker: nothing coalesces
+    runs = [(u, 2 * u, 1) for u in range(50)]
+    spans = coalesce(runs)
+    assert len(spans) == 50
+    assert window_start(spans, 30) == 0          # at most twice the window: kept whole
+    assert window_start(spans, 10) == 40         # the newest 10 from a valid cut
+    assert_window_answers(spans[40:], [Run(*r) for r in runs])
+    with pytest.raises(ValueError, match="at least one span"):
+        window_start(spans, 0)
+
+
+def test_a_rewind_over_the_whole_history_allows_no_cut() -> None:
+    # the replicator restarted from 0 after 20 records: every later start lies below an
+    # earlier end, so no cut leaves the earlier runs' ends out of every answer
+    first = [(u, 2 * u, 1) for u in range(20)]
+    again = [(u, 40 + 2 * u, 1) for u in range(20)]
+    spans = coalesce(first + again)
+    assert window_start(spans, 3) == 0
