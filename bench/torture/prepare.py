@@ -8,7 +8,9 @@ Invariants:
       group offsets), checkpoints are emitted every 2 s, and each checkpoint pass refreshes
       its flows' span snapshots once 10 runs are past them (``ledger.spans.refresh.runs``; a
       history writes a few dozen runs a flow): its store loads read a snapshot and a tail, as
-      at scale, refreshed again and again under its faults.
+      at scale, refreshed again and again under its faults. A snapshot keeps windows of 2
+      spans (``ledger.spans.window``): an exactly-once partition's runs never coalesce, so
+      its loads hold windows and read a partition's raw runs for a group behind its window.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def config_file(h: History, workdir: Path) -> tuple[Path, dict]:
         "sync.group.offsets.enabled": False,
         "emit.checkpoints.interval.seconds": 2,
         "ledger.spans.refresh.runs": 10,
+        "ledger.spans.window": 2,
         "exactly.once.enabled": h.mode == "eos",
     }
     path = workdir / "offset-ledger.yaml"
