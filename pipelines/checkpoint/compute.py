@@ -1,4 +1,5 @@
-"""Pure checkpoint and group-offset-sync decisions: no Spark, no Kafka, just records.
+"""Pure checkpoint and group-offset-sync decisions: no Spark, no Kafka, just records (a
+store holding windows reads their history through its own ledger: ``OffsetSyncStore.deepen``).
 
 Invariants:
     * A checkpoint (a :class:`ledger.records.CheckpointRecord`) is ``translated``
@@ -53,6 +54,7 @@ def compute_checkpoints(
     now: dt.datetime,
 ) -> list[CheckpointRecord]:
     """One checkpoint per commit on a mapped topic."""
+    _read_below_windows(commits, mappings, stores)
     out = []
     for commit in sorted(commits, key=lambda c: (c.group_id, c.topic, c.partition)):
         mapping = mappings.get(commit.topic)
@@ -79,6 +81,25 @@ def compute_checkpoints(
             target_offset=target, status=status, reason=reason, group_rewound=rewound,
             offset_syncs_version=store.version, checkpointed_at=now))
     return out
+
+
+def _read_below_windows(commits: list[GroupCommit], mappings: Mapping[str, TopicMapping],
+                        stores: Mapping[str, OffsetSyncStore]) -> None:
+    """One history read per flow for every partition some commit lies below the window of
+    (:meth:`ledger.store.OffsetSyncStore.deepen`), not one per partition as translating
+    would: hundreds of groups far behind on a thousand partitions is one read."""
+    below: dict[str, set[tuple[str, int]]] = {}
+    for commit in commits:
+        mapping = mappings.get(commit.topic)
+        if mapping is None:
+            continue
+        side = "upstream" if mapping.direction == FORWARD else "downstream"
+        if stores[mapping.sync_flow].below(mapping.sync_topic, commit.partition,
+                                           **{side: commit.offset}):
+            below.setdefault(mapping.sync_flow, set()).add((mapping.sync_topic,
+                                                            commit.partition))
+    for flow, keys in below.items():
+        stores[flow].deepen(keys)
 
 
 def _epoch_end(store: OffsetSyncStore, mapping: TopicMapping, partition: int) -> int:

@@ -72,6 +72,27 @@ def checkpoints(commits, previous=None, runs=((100, 500, 4), (110, 504, 2))):
                                previous or {}, checkpoint_id="c1", target_cluster="B", now=NOW)
 
 
+def test_commits_below_their_windows_read_the_history_once_per_flow():
+    """Groups behind a windowed partition's window make one history read for all of them."""
+    history = [Run(10 * i, 20 * i, 10) for i in range(8)]  # gaps downstream: no coalescing
+    windowed = OffsetSyncStore("P->B", 3, {("Payments", p): history[5:] for p in range(3)},
+                               {"Payments": "P.Payments"}, dropped={("Payments", p): 5
+                                                                    for p in range(3)})
+    reads = []
+    windowed.history = lambda keys: reads.append(set(keys)) or OffsetSyncStore(
+        "P->B", 3, {k: history for k in keys}, {"Payments": "P.Payments"})
+    flow = CONFIG.flow("P->B")
+    commits = [GroupCommit("P", g, "Payments", p, x)
+               for g, x in (("G1", 12), ("G2", 55), ("G3", 71)) for p in range(3)]
+    mappings = {"Payments": map_topic(CONFIG, flow, "Payments")}
+    rows = compute_checkpoints(commits, mappings, {"P->B": windowed}, {}, checkpoint_id="c1",
+                               target_cluster="B", now=NOW)
+    assert reads == [{("Payments", p) for p in range(3)}]  # G1's 12: below U = 50, 3 times
+    assert {(r.group_id, r.target_offset) for r in rows} == {
+        ("G1", 22), ("G2", 105), ("G3", 141)}
+    assert windowed.dropped == {}
+
+
 def test_forward_checkpoints_follow_the_design_example():
     rows = checkpoints([GroupCommit("P", "G", "Payments", 0, x) for x in (102, 105, 112)])
     assert [(r.source_offset, r.target_offset, r.status) for r in rows] == [
