@@ -10,11 +10,19 @@ told of each append as :class:`~pipelines.replicate.replicator.FlowReplicator` t
 point, a store load of the whole flow by a fresh engine (what ``status``, ``translate`` and
 ``failover`` do first) is timed on both, and the two loads must hold the same spans.
 
+With ``--mode eos`` the commits are the exactly-once pattern (4,000 runs a commit, each run
+followed by its marker: nothing coalesces), and the upkeep's snapshots keep windows of
+``--window`` spans a partition (``ledger.spans.window``). The two loads then hold different
+spans (windows against the whole epoch) and must translate alike instead: for a sample of
+partitions, offsets at their heads (what the groups of a live flow commit) and one far below
+every window, which makes the windowed store read that partition's raw runs (timed apart).
+
 Kafka-free and Spark-free (a load past ``RUNS_IN_PROCESS`` runs would start Spark: the point
 where that happens is printed instead of timed)::
 
     .venv/bin/python -m bench.tail_growth                        # 360,720,1440 commits
     .venv/bin/python -m bench.tail_growth --points 120,240 --keep /tmp/tail-growth
+    .venv/bin/python -m bench.tail_growth --mode eos --points 120,360,720 --window 200
 
 Refreshes are waited for as soon as they start (in the product they run on their own thread):
 their seconds are each refresh's whole cost, printed beside the loads.
@@ -33,33 +41,63 @@ from pathlib import Path
 from bench import year_history as yh
 from bench.common import RESULTS_DIR
 from ledger import commits
-from ledger.config import DEFAULT_SPANS_REFRESH_RUNS
+from ledger.config import DEFAULT_SPANS_REFRESH_RUNS, DEFAULT_SPANS_WINDOW
 from ledger.engine import LedgerEngine
 from ledger.schemas import OFFSET_SYNCS
-from ledger.store import RUNS_IN_PROCESS
+from ledger.store import RUNS_IN_PROCESS, OffsetSyncStore
 from pipelines.replicate.span_upkeep import SpanUpkeep
 
 REPEATS = 3
+SAMPLE = 20
+"""Partitions whose translations the eos mode compares (every 50th of the 1,000)."""
 
 
-def _load_seconds(location: str) -> tuple[float, dict]:
-    """The median of ``REPEATS`` whole-flow loads by fresh engines, and the spans loaded."""
+def _load(location: str) -> tuple[float, OffsetSyncStore]:
+    """The median of ``REPEATS`` whole-flow loads by fresh engines, and the last store."""
     times, store = [], None
     for _ in range(REPEATS):
         started = time.perf_counter()
         store = LedgerEngine(location).load_store(yh.FLOW)
         times.append(time.perf_counter() - started)
     assert store is not None
-    return round(statistics.median(times), 3), {k: list(v) for k, v in store.runs.items()}
+    return round(statistics.median(times), 3), store
 
 
-def run(points: list[int], runs: int, work: Path) -> list[dict]:
+def _answers(store: OffsetSyncStore, keys: list[tuple[str, int]]) -> list:
+    """Forward and reverse at each sampled partition's head (its last 3 records), in order."""
+    out = []
+    for topic, partition in keys:
+        top_u, top_d = store.upstream_end(topic, partition), store.downstream_end(topic, partition)
+        for back in (1, 2, 3):
+            out.append((store.forward(topic, partition, top_u - back).offset,
+                        store.reverse(topic, partition, top_d - back).offset))
+    return out
+
+
+def _compare(plain: OffsetSyncStore, kept: OffsetSyncStore, point: dict) -> None:
+    """The windowed store answers like the plain one at the heads and far below them."""
+    keys = sorted(plain.runs)[::len(plain.runs) // SAMPLE or 1][:SAMPLE]
+    if _answers(plain, keys) != _answers(kept, keys):
+        raise SystemExit(f"at {point['commits']} commits the two stores translate differently")
+    point["windowed_partitions"] = len(kept.dropped)
+    point["held_spans"] = sum(len(v) for v in kept.runs.values())
+    topic, partition = keys[0]
+    low = plain.runs[keys[0]][0].upstream_offset + 1  # the epoch's first run: below any window
+    started = time.perf_counter()
+    deep = kept.forward(topic, partition, low)
+    point["below_window_s"] = round(time.perf_counter() - started, 3)
+    if deep != plain.forward(topic, partition, low):
+        raise SystemExit(f"at {point['commits']} commits an offset below the window differs")
+
+
+def run(points: list[int], runs: int, work: Path, mode: str = "alo",
+        window: int = DEFAULT_SPANS_WINDOW) -> list[dict]:
     plain, kept = str(work / "plain"), str(work / "upkeep")
     for location in (plain, kept):
         if not isinstance(commits.create_missing_tables(location), list):
             raise SystemExit(f"delta-rs could not create the ledger at {location}")
-    upkeep = SpanUpkeep(kept, yh.FLOW, (yh.SOURCE, yh.TARGET), runs)
-    pattern, results, refreshes = yh.MODES["alo"], [], []
+    upkeep = SpanUpkeep(kept, yh.FLOW, (yh.SOURCE, yh.TARGET), runs, window)
+    pattern, results, refreshes = yh.MODES[mode], [], []
     t0 = int(time.time()) - yh.COMMIT_S * max(points) - 60
     appended = 0
     for i in range(max(points)):
@@ -81,11 +119,14 @@ def run(points: list[int], runs: int, work: Path) -> list[dict]:
                        if refreshes else None}
         if appended > RUNS_IN_PROCESS:
             point["plain_s"] = f"Spark (more than {RUNS_IN_PROCESS:,} runs)"
-            point["upkeep_s"], _ = _load_seconds(kept)
+            point["upkeep_s"], kept_store = _load(kept)
+            point["held_spans"] = sum(len(v) for v in kept_store.runs.values())
         else:
-            point["plain_s"], plain_spans = _load_seconds(plain)
-            point["upkeep_s"], kept_spans = _load_seconds(kept)
-            if plain_spans != kept_spans:
+            point["plain_s"], plain_store = _load(plain)
+            point["upkeep_s"], kept_store = _load(kept)
+            if mode == "eos":
+                _compare(plain_store, kept_store, point)
+            elif plain_store.runs != kept_store.runs:
                 raise SystemExit(f"at {i + 1} commits the two loads differ")
         results.append(point)
         print(json.dumps(point), flush=True)
@@ -100,23 +141,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=DEFAULT_SPANS_REFRESH_RUNS,
                         help="ledger.spans.refresh.runs (the default)")
     parser.add_argument("--keep", help="build the ledgers in this folder and keep them")
+    parser.add_argument("--mode", choices=sorted(yh.MODES), default="alo",
+                        help="the commit pattern: at-least-once (default) or exactly-once")
+    parser.add_argument("--window", type=int, default=DEFAULT_SPANS_WINDOW,
+                        help="ledger.spans.window (the default)")
     args = parser.parse_args(argv)
     points = sorted({int(p) for p in args.points.split(",")})
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tail-growth-"))
     try:
-        results = run(points, args.runs, work)
+        results = run(points, args.runs, work, args.mode, args.window)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    out = RESULTS_DIR / f"tail-growth-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out = RESULTS_DIR / f"tail-growth-{args.mode}-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.write_text(json.dumps(results, indent=2))
-    print("| commits | hours | runs | load, no upkeep (s) | load, upkeep (s) | refreshes "
-          "| refresh (s) |\n|---:|---:|---:|---:|---:|---:|---:|")
+    print("| commits | hours | runs | load, no upkeep (s) | load, upkeep (s) | spans held "
+          "| below a window (s) | refreshes | refresh (s) |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         plain = r["plain_s"] if isinstance(r["plain_s"], str) else f"{r['plain_s']:.2f}"
         print(f"| {r['commits']} | {r['hours']} | {r['runs']:,} | {plain} | "
-              f"{r['upkeep_s']:.2f} | {r['refreshes']} | {r['refresh_s_median']} |")
+              f"{r['upkeep_s']:.2f} | {r.get('held_spans', '')} | {r.get('below_window_s', '')} "
+              f"| {r['refreshes']} | {r['refresh_s_median']} |")
     print(f"results: {out}")
     return 0
 

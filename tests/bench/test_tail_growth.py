@@ -18,3 +18,13 @@ def test_the_upkeep_refreshes_at_the_bound_and_loads_the_same_spans(tmp_path, mo
     assert [(r["commits"], r["runs"], r["refreshes"]) for r in results] == [
         (2, 1600, 1), (3, 2400, 1), (4, 3200, 2)]
     assert all(isinstance(r["plain_s"], float) and r["upkeep_s"] > 0 for r in results)
+
+
+def test_exactly_once_windows_translate_like_the_whole_epoch(tmp_path, monkeypatch):
+    """The exactly-once pattern (nothing coalesces): the upkeep's snapshots keep windows, and
+    the windowed loads translate like the plain ones, at the heads and below the windows."""
+    monkeypatch.setattr(tail_growth, "REPEATS", 1)
+    results = tail_growth.run([1, 3], runs=1000, work=tmp_path, mode="eos", window=2)
+    assert [(r["commits"], r["runs"]) for r in results] == [(1, 4000), (3, 12000)]
+    assert results[-1]["refreshes"] >= 1 and results[-1]["windowed_partitions"] > 0
+    assert results[-1]["held_spans"] < 12000  # windows, not the whole epoch
