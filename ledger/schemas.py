@@ -215,7 +215,8 @@ _TABLES = (
         "operation", "permission_type")),
     # Recomputable from offset_syncs at any time (ledger.span_snapshots): never audit evidence.
     Table(OFFSET_SYNC_SPANS, "span of a flow partition's current epoch at one offset_syncs "
-          "version (run_id 'span', written_at = covered_until): what store loads start from", (
+          "version (run_id 'span', written_at = covered_until, batch_id = the span's position "
+          "in its epoch; a windowed partition starts above 0): what store loads start from", (
               _c("offset_syncs_version", BIGINT, "the version the spans cover"),
               _c("covered_until", TIMESTAMP, "the flow's newest written_at at that version"),
               *_RUN_COLUMNS,
