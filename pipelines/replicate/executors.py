@@ -28,12 +28,13 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -86,9 +87,30 @@ class SparkCopies:
         pass
 
 
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold the stop signals in this thread while it spawns workers.
+
+    A spawned interpreter inherits the thread's signal mask through ``exec``, so a group's
+    Ctrl-C or SIGTERM that reaches a worker still importing its modules stays pending until
+    :func:`watch_parent` ignores it (without, a ``KeyboardInterrupt`` traceback or a silent
+    -15: torture seed 41001 eos, ``sigint_replicate_group``). The driver's own signals wait
+    for the few milliseconds of the spawn.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def watch_parent(parent: int) -> None:
     """In a worker (bounded or streaming): exit once the driver ``parent`` is gone, and leave
-    the process group's signals to the driver."""
+    the process group's signals to the driver (held while it started:
+    :func:`stop_signals_held`; released here, ignored)."""
     # A driver killed with -9 leaves its children to init; they stop copying.
     def watch() -> None:
         while os.getppid() == parent:
@@ -99,6 +121,7 @@ def watch_parent(parent: int) -> None:
     # it finishes and records the batch, then shuts the pool down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     threading.Thread(target=watch, name="offset-ledger-parent-watch", daemon=True).start()
 
 
@@ -131,9 +154,10 @@ class LocalCopies:
         todo = [list(g) for g in groups]
         for attempt in (1, 2):
             pool = self._executor()
-            futures: list[tuple[list[CopyRange], Future[list[RangeResult]]]] = [
-                (g, pool.submit(self._task, g, dict(consumer_config), dict(producer_config),
-                                max_bytes)) for g in todo]
+            with stop_signals_held():  # a submit spawns the pool's workers
+                futures: list[tuple[list[CopyRange], Future[list[RangeResult]]]] = [
+                    (g, pool.submit(self._task, g, dict(consumer_config),
+                                    dict(producer_config), max_bytes)) for g in todo]
             lost: list[list[CopyRange]] = []
             for group, future in futures:
                 try:

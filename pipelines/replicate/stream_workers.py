@@ -40,7 +40,7 @@ from typing import Any
 
 from ledger.errors import OffsetLedgerError, first_line
 from pipelines.replicate import plan
-from pipelines.replicate.executors import local_master, watch_parent
+from pipelines.replicate.executors import local_master, stop_signals_held, watch_parent
 from pipelines.replicate.stream_task import StreamSpec, TaskFailed, run
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,8 @@ class LocalStreams:
     def start(self, spec: StreamSpec) -> None:
         proc = self._ctx.Process(target=_local_main, args=(spec, os.getpid()),
                                  name=f"offset-ledger-{spec.task}", daemon=True)
-        proc.start()
+        with stop_signals_held():
+            proc.start()
         self._procs[spec.task] = proc
 
     def finished(self) -> list[tuple[str, bool]]:

@@ -177,3 +177,24 @@ def test_workers_end_with_a_killed_driver(tmp_path):
     while _alive(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(worker), "a copy worker outlived its killed driver"
+
+
+def _started_worker(parent: int) -> None:
+    """A spawned worker's whole life: what every local worker runs first."""
+    executors.watch_parent(parent)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_a_worker_starts_leaves_it_to_the_driver(stop):
+    """A group's stop signal reaching a spawned worker while its interpreter still imports
+    (before ``watch_parent`` ignores it) ended it with a ``KeyboardInterrupt`` traceback
+    (torture seed 41001 eos, ``sigint_replicate_group``): it is held until the worker ignores
+    the group's signals, and the worker ends as the driver tells it."""
+    ctx = executors.multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=_started_worker, args=(os.getpid(),), daemon=True)
+    with executors.stop_signals_held():
+        proc.start()
+    os.kill(proc.pid, stop)  # at once: the child is still starting its interpreter
+    proc.join(60)
+    assert proc.exitcode == 0
