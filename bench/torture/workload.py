@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench.torture.history import GroupSpec, TopicSpec
@@ -254,8 +254,7 @@ class GroupSession(threading.Thread):
                 if tp.offset >= 0:
                     start[(tp.topic, tp.partition)] = tp.offset
                 else:
-                    low, _ = consumer.get_watermark_offsets(tp, timeout=30)
-                    start[(tp.topic, tp.partition)] = low
+                    start[(tp.topic, tp.partition)] = _log_start(consumer, tp)
             consumer.subscribe(self.topics)
             while not self._halt.is_set():
                 msg = consumer.poll(0.2)
@@ -295,3 +294,24 @@ class GroupSession(threading.Thread):
         once = {(r.topic, r.partition, r.offset): r for r in self.result.reads}
         self.result.processed = [r for r in once.values()
                                  if r.offset < committed.get((r.topic, r.partition), -1)]
+
+
+def _log_start(consumer: Consumer, tp: TopicPartition, bound_s: float = 60) -> int:
+    """The partition's log start, asked again while a leader moves (a broker restarted or
+    stopped by a fault answers ``NOT_LEADER_FOR_PARTITION`` for a while): a session that gave
+    up here read and committed nothing, and the move after it found no group (seed 41006)."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=30)[0]
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            retriable = getattr(error, "retriable", lambda: False)() or getattr(
+                error, "code", lambda: None)() in _LEADER_MOVES
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+_LEADER_MOVES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT}

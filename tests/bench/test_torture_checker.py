@@ -110,3 +110,34 @@ def test_the_groups_with_a_recorded_commit_are_read_from_the_ledger(tmp_path: Pa
     write_deltalake(str(tmp_path / "group_offsets"), pa.table({
         "cluster": ["P", "B", "P"], "group_id": ["g1", "g0", "g1"]}))
     assert groups_with_recorded_commits(tmp_path, "P") == {"g1"}
+
+
+class _MovingLeader:
+    """A consumer whose partition answers NOT_LEADER twice (a broker restarting), then 7."""
+
+    def __init__(self, code):
+        self.code, self.calls = code, 0
+
+    def get_watermark_offsets(self, tp, timeout):
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.calls += 1
+        if self.calls <= 2:
+            raise KafkaException(KafkaError(self.code))
+        return 7, 20
+
+
+def test_a_group_session_waits_for_a_moving_leader_and_gives_up_on_other_errors():
+    """Seed 41006 alo: a session's first log-start lookup met NOT_LEADER_FOR_PARTITION after a
+    broker fault and ended, so the group never committed and the move found no group."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    from bench.torture import workload
+
+    moving = _MovingLeader(KafkaError.NOT_LEADER_FOR_PARTITION)
+    assert workload._log_start(moving, TopicPartition("t", 0)) == 7
+    assert moving.calls == 3
+    denied = _MovingLeader(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException):
+        workload._log_start(denied, TopicPartition("t", 0))
+    assert denied.calls == 1
