@@ -19,6 +19,7 @@ import yaml
 from ledger.config import Config, config_from_mapping
 from pipelines.devtools.clusters import EmbeddedClusters, free_port
 from tests import timing
+from tests.tiny_spark import TINY_DATA_CONF
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,18 +71,6 @@ def verbs_imported() -> None:
     from pipelines import cli
 
     cli.build_parser()
-
-
-# The suite's tables hold a few rows: Spark spends more time generating and compiling Java
-# code for each query than running it. Interpreted expressions, no whole-stage code and no
-# adaptive re-planning cut a dbt build of the reference ledger from about 24 s to 16 s. The
-# results are the same by Spark's contract (its own suite runs both modes); the jobs, the
-# demo and the benchmarks keep Spark's defaults.
-TINY_DATA_CONF = {
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.adaptive.enabled": "false",
-}
 
 
 @pytest.fixture(scope="session")

@@ -49,7 +49,7 @@ def test_tiny_ledger(spark, tmp_path, monkeypatch, mode: str) -> None:
     from ledger.store import OffsetSyncStore
     from ledger.tables import Ledger
 
-    pattern, commits, tail = yh.MODES[mode], 26, 6
+    pattern, commits, tail = yh.MODES[mode], 26, 3
     location = tmp_path / "ledger"
     t0 = int(dt.datetime.now(dt.UTC).timestamp()) - yh.COMMIT_S * commits - 60
     built = yh.build(spark, location, pattern, commits, t0, tail)

@@ -31,6 +31,7 @@ import pytest
 from pipelines.devtools.clusters import free_port
 from pipelines.devtools.workload import consume, produce
 from pipelines.edge import kafka_admin, kafka_offsets
+from tests.tiny_spark import TINY_DATA_CONF
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -128,6 +129,8 @@ TEST_TUNING = {
     "spark.ui.enabled": "false",
     "spark.driver.extraJavaOptions": TEST_JVM_OPTS,
     "spark.executor.extraJavaOptions": TEST_JVM_OPTS,
+    # Interpreted queries, as the suite's own session runs them (tests/tiny_spark.py).
+    **TINY_DATA_CONF,
 }
 
 
@@ -189,7 +192,9 @@ def test_jobs_run_on_the_cluster_executors(standalone: Standalone, wheel: Path, 
     for job, *args in steps:
         before = set(events.iterdir())
         cmd = submit_command(standalone.url, wheel, events, job, *args, "--config", config.path)
+        started = time.monotonic()
         done = run_submit(cmd, work)
+        print(f"{job}: {time.monotonic() - started:.1f} s")
         assert done.returncode == 0, f"{job}: {done.stdout[-2000:]}\n{done.stderr[-4000:]}"
         outputs[job] = done.stdout
         log = event_log(events, before)

@@ -129,17 +129,18 @@ def test_audit_missing_ledger_is_an_error(tmp_path, capsys):
     assert "ledger tables missing" in capsys.readouterr().err
 
 
-def test_evidence_audit_equals_time_travel(spark, config_path, evidence_marts, tmp_path,
-                                           monkeypatch):
+def test_evidence_audit_equals_time_travel(spark, config_path, tmp_path, monkeypatch,
+                                           request):
     """Every operation audited from its recorded evidence answers as time travel does; dbt's
     temporary folders go (the last build's marts stay while they are registered)."""
     from ledger.config import load_config
     from pipelines.audit.audit import run_audit
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     config = load_config(config_path)
+    # The plain audit first: it reuses the marts of the tests above (one dbt run fewer).
     travelled = run_audit(spark, config)
-    from_evidence = evidence_marts
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    from_evidence = request.getfixturevalue("evidence_marts")
     assert {r["audit_source"] for r in travelled["resume_audit"]} == {"time_travel"}
     assert {r["audit_source"] for r in from_evidence["resume_audit"]} == {"recorded_evidence"}
     keys = ("operation_id", "resume_point_id", "resume_offset", "checkpoint_found",
