@@ -67,6 +67,9 @@ CLOSE_TIMEOUT_S = 10.0
 # A wait for an absent target ends on a stop request; a drain (a stop's own drain included)
 # reads on for this long first, as a live target answers well within it.
 STOP_GRACE_S = 20.0
+# A stop request's delivery to the tasks (written to the channel on the target): a live target
+# takes it at once; one that is away for this long keeps the tasks from hearing it at all.
+CONTROL_FLUSH_S = 30.0
 
 
 class LeaseError(OffsetLedgerError):
@@ -506,11 +509,12 @@ class RunsChannel:
                 probe.close()
         return max(0, high)
 
-    def send_control(self, value: bytes) -> None:
-        """A message to the tasks (a stop request)."""
+    def send_control(self, value: bytes) -> bool:
+        """A message to the tasks (a stop request); whether the target took it within
+        :data:`CONTROL_FLUSH_S` (False: the tasks cannot read it either)."""
         producer = self._control_producer()
         producer.produce(self.topic, value, partition=channel.CONTROL_PARTITION)
-        producer.flush(30)
+        return producer.flush(CONTROL_FLUSH_S) == 0
 
     def _control_producer(self) -> Any:
         if self._producer is None:

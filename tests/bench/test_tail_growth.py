@@ -28,3 +28,17 @@ def test_exactly_once_windows_translate_like_the_whole_epoch(tmp_path, monkeypat
     assert [(r["commits"], r["runs"]) for r in results] == [(1, 4000), (3, 12000)]
     assert results[-1]["refreshes"] >= 1 and results[-1]["windowed_partitions"] > 0
     assert results[-1]["held_spans"] < 12000  # windows, not the whole epoch
+
+
+def test_refresh_cost_writes_bounded_windows_as_the_history_grows(tmp_path):
+    """bench.refresh_cost: exactly-once refreshes keep at most twice the window a partition,
+    however many commits the flow has, and each refresh's phases are timed."""
+    from bench import refresh_cost
+
+    results = refresh_cost.run(6, every=2, work=tmp_path, mode="eos", window=2)
+    assert [(r["commits"], r["runs"]) for r in results] == [(2, 8000), (4, 16000),
+                                                            (6, 24000)]
+    for r in results:
+        assert r["spans"] <= 2 * 2 * r["partitions"] and r["partitions"] == 1000
+        assert 0 < r["load_s"] + r["commit_s"] <= r["refresh_s"]
+    assert results[-1]["spans"] < results[-1]["runs"]  # windows, not the whole epoch
