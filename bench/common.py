@@ -17,14 +17,19 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import yaml
 
@@ -34,6 +39,25 @@ from pipelines.devtools import settings as dev_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+T = TypeVar("T")
+
+
+def in_folder(keep: str | None, prefix: str, run: Callable[[Path], T]) -> T:
+    """``run(folder)`` in ``keep`` (left there) or in a temporary folder removed after it."""
+    work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        return run(work)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def save_results(stem: str, results: Any) -> Path:
+    """``results`` as JSON in ``bench/results/<stem>-<time>.json``; returns the path."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    out = RESULTS_DIR / f"{stem}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps(results, indent=2))
+    return out
 
 
 def _main_checkout() -> Path:

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import year_history as yh
-from bench.common import RESULTS_DIR
+from bench.common import in_folder, save_results
 from ledger import commits
 from ledger.config import DEFAULT_SPANS_WINDOW
 from ledger.engine import LedgerEngine
@@ -95,15 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="ledger.spans.window (the default)")
     parser.add_argument("--keep", help="build the ledger in this folder and keep it")
     args = parser.parse_args(argv)
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="refresh-cost-"))
-    try:
-        results = run(args.commits, args.every, work, args.mode, args.window)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    out = RESULTS_DIR / f"refresh-cost-{args.mode}-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2))
+    results = in_folder(args.keep, "refresh-cost-", lambda work: run(
+        args.commits, args.every, work, args.mode, args.window))
+    out = save_results(f"refresh-cost-{args.mode}", results)
     print("| commits | runs | spans written | refresh (s) | store load (s) | commit (s) |\n"
           "|---:|---:|---:|---:|---:|---:|")
     for r in results:

@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 from bench import year_history as yh
-from bench.common import RESULTS_DIR
+from bench.common import in_folder, save_results
 from ledger import commits
 from ledger.config import DEFAULT_SPANS_REFRESH_RUNS, DEFAULT_SPANS_WINDOW
 from ledger.engine import LedgerEngine
@@ -147,15 +145,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="ledger.spans.window (the default)")
     args = parser.parse_args(argv)
     points = sorted({int(p) for p in args.points.split(",")})
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tail-growth-"))
-    try:
-        results = run(points, args.runs, work, args.mode, args.window)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    out = RESULTS_DIR / f"tail-growth-{args.mode}-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2))
+    results = in_folder(args.keep, "tail-growth-", lambda work: run(
+        points, args.runs, work, args.mode, args.window))
+    out = save_results(f"tail-growth-{args.mode}", results)
     print("| commits | hours | runs | load, no upkeep (s) | load, upkeep (s) | spans held "
           "| below a window (s) | refreshes | refresh (s) |\n"
           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
