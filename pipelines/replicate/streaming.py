@@ -500,17 +500,18 @@ class StreamingReplicator:
             self.tasks[t].stopping = True
         heard = self.channel.send_control(channel.encode_stop(running))
         workers = self._workers()
-        # Not delivered (the target is away): the tasks cannot read the request, nor flush or
-        # report, so they end now as they would at the deadline; what they did not report is
-        # not recorded, and the next run resumes from the ledger and the channel, as after a
-        # crash (never a record lost: an unrecorded copy is copied again).
-        deadline = time.monotonic() + (STOP_TIMEOUT_S if heard else 0.0)
-        if not heard:
+        if heard:
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while any(workers.alive(t) for t in running) and time.monotonic() < deadline:
+                self._poll(0.1)
+        else:
+            # Not delivered (the target is away): the tasks cannot read the request, nor flush
+            # or report, so they end now as they would at the deadline; what they did not
+            # report is not recorded, and the next run resumes from the ledger and the channel,
+            # as after a crash (never a record lost: an unrecorded copy is copied again).
             log.warning("flow %s: the stop request did not reach the copy tasks (the runs "
                         "channel on %s is not writable): ending them now", self.r.flow.name,
                         self.r.flow.target)
-        while any(workers.alive(t) for t in running) and time.monotonic() < deadline:
-            self._poll(0.1)
         workers.wait(running, 1.0)
         workers.finished()
         self._settle([self.tasks[t].slot for t in running])

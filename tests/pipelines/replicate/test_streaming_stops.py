@@ -48,8 +48,7 @@ def driver(heard: bool, workers: Workers) -> tuple[StreamingReplicator, list]:
         return heard
 
     d.channel = SimpleNamespace(send_control=send_control)
-    d.workers = workers
-    d._workers = lambda: workers
+    d.workers = workers  # what the driver's _workers() hands out once started
 
     def poll(timeout: float) -> None:
         workers.polls += 1
