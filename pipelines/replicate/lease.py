@@ -31,6 +31,9 @@ Invariants:
       what the tasks reported and the next run records it first.
     * Closing a group member never blocks the driver (librdkafka's close can wait on an
       absent coordinator: torture history 20011 eos, a driver deaf to SIGTERM).
+    * Only the current member's callbacks count: a rebuilt consumer's predecessor, closed
+      aside, still reports (its revoke, the fencing its successor's join causes), and taking
+      that for the successor's made each rebuild set off the next (F21, torture 43001 eos).
     * The Kafka clients come from a :class:`Clients`: Kafka's own in production, fakes with the
       same small surface in unit tests.
 """
@@ -194,6 +197,7 @@ class RunsChannel:
         self._lost_since: float | None = None  # lease lost, not yet taken back
         self._early: list[Any] = []  # fetched while the lease was taken: drained first
         self._consumer: Any = None
+        self._member = 0  # which consumer is the current member: older ones' callbacks are void
         self._producer: Any = None
         self.stop: threading.Event | None = None  # the driver's stop request, set by its run
 
@@ -370,6 +374,7 @@ class RunsChannel:
 
     def _rebuild(self) -> None:
         old, self._consumer = self._consumer, None
+        self._member += 1  # before the close: what it serves of the old member is void
         self._held.clear()
 
         def close() -> None:
@@ -387,7 +392,16 @@ class RunsChannel:
         self._revoked_at = time.monotonic()
 
     def _new_consumer(self) -> Any:
-        return self.clients.consumer(self._on_assign, self._on_revoke, self._on_error)
+        member = self._member
+
+        def current(handler: Callable[..., None]) -> Callable[..., None]:
+            def call(*args: Any) -> None:
+                if member == self._member:
+                    handler(*args)
+            return call
+
+        return self.clients.consumer(current(self._on_assign), current(self._on_revoke),
+                                     current(self._on_error))
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         if any(p.partition == channel.RUNS_PARTITION for p in partitions):
@@ -564,6 +578,7 @@ class RunsChannel:
         finally:
             if self._consumer is not None:
                 consumer = self._consumer
+                self._member += 1
 
                 def close() -> None:
                     try:

@@ -53,6 +53,9 @@ class FakeTopic:
     away_flushes: int = 0  # the next flushes deliver nothing (the target away)
     coordinator_ready_at: float = 0.0  # monotonic time before which nobody is assigned
     close_blocks: threading.Event | None = None  # a member's close waits for this
+    # A member's close serves its queue, as librdkafka's consumer_close does: its revoke, and
+    # the fencing its successor's join caused (the same group.instance.id), reach its callbacks.
+    close_reports: bool = False
 
     def append(self, partition: int, value: bytes) -> int:
         self.partitions[partition].append(value)
@@ -118,6 +121,10 @@ class FakeConsumer:
     def close(self) -> None:
         if self.topic.close_blocks is not None:  # librdkafka waiting on an absent coordinator
             self.topic.close_blocks.wait()
+        if self.topic.close_reports:
+            if self.assigned:
+                self.revoke_runs()
+            self.on_error(KafkaError(KafkaError.FENCED_INSTANCE_ID))
         self.closed = True
 
 

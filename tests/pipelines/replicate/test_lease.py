@@ -131,6 +131,25 @@ def test_fenced_with_no_newer_driver_the_lease_is_taken_back_and_nothing_read_tw
     assert len(clients.consumers) == 2  # held again: nothing more to do
 
 
+def test_a_superseded_member_s_close_does_not_unsettle_its_successor():
+    """F21 (torture history 43001 eos): the closed member's revoke and fencing, served by its
+    close, were taken for the new member's, so each rebuild set off the next one."""
+    closing = threading.Event()  # the dead member's close ends after its successor joined
+    clients = FakeClients(FakeTopic(close_reports=True, close_blocks=closing))
+    ch = runs_channel(clients, drain_timeout_s=5.0)
+    ch.take()
+    clients.topic.append(0, report(part(0, 0, 0, 5)))
+    clients.current.fence()
+    assert ch.drain()[1:] == [[part(0, 0, 0, 5)]]
+    closing.set()
+    deadline = time.monotonic() + 5
+    while not clients.consumers[0].closed and time.monotonic() < deadline:
+        time.sleep(0.01)  # the dead member is closed aside, on a thread of its own
+    assert clients.consumers[0].closed
+    ch.keep(time.monotonic() + 60)
+    assert len(clients.consumers) == 2 and not ch.fenced  # the successor still holds the lease
+
+
 def test_fenced_by_a_newer_driver_this_one_stops():
     clients = FakeClients()
     ch = runs_channel(clients, grace_s=0.5)
