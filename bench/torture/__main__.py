@@ -61,9 +61,7 @@ def _interrupted(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    # A native crash of the harness's own Kafka clients prints where every thread was (soak
-    # 44000 ended in a SIGSEGV with no line), and kill -USR1 <pid> shows it at any time.
-    faulthandler.enable()
+    faulthandler.enable()  # a native crash prints every thread (soak 44000: SIGSEGV, no line)
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where every thread is
     signal.signal(signal.SIGTERM, _interrupted)  # a stop runs every history's cleanup
     if args.summary:

@@ -373,23 +373,31 @@ class RunsChannel:
         return None
 
     def _rebuild(self) -> None:
-        old, self._consumer = self._consumer, None
-        self._member += 1  # before the close: what it serves of the old member is void
+        self._close_aside("offset-ledger-lease-close")  # the old member is dead either way
         self._held.clear()
-
-        def close() -> None:
-            try:
-                old.close()
-            except Exception as exc:  # a fenced consumer may refuse: it is gone either way
-                log.debug("flow %s: closing the fenced consumer: %s", self.flow_name, exc)
-
-        # librdkafka's close of a group member can block while the coordinator does not
-        # answer (torture history 20011 eos: the driver hung, deaf to SIGTERM); the old member
-        # is dead either way, so it is closed aside.
-        threading.Thread(target=close, name="offset-ledger-lease-close", daemon=True).start()
         self.fenced = False
         self._consumer = self._new_consumer()
         self._revoked_at = time.monotonic()
+
+    def _close_aside(self, thread_name: str) -> threading.Thread:
+        """Close the current member on a thread of its own, its callbacks void from now on.
+
+        librdkafka's close of a group member can block while the coordinator does not answer
+        (torture history 20011 eos: the driver hung, deaf to SIGTERM), and it serves the
+        member's queue: its revoke and fencing must not reach a successor (F21).
+        """
+        consumer, self._consumer = self._consumer, None
+        self._member += 1
+
+        def close() -> None:
+            try:
+                consumer.close()
+            except Exception as exc:  # a fenced consumer may refuse: it is gone either way
+                log.debug("flow %s: closing the runs channel consumer: %s", self.flow_name, exc)
+
+        closing = threading.Thread(target=close, name=thread_name, daemon=True)
+        closing.start()
+        return closing
 
     def _new_consumer(self) -> Any:
         member = self._member
@@ -577,22 +585,9 @@ class RunsChannel:
                 self._producer.flush(10)
         finally:
             if self._consumer is not None:
-                consumer = self._consumer
-                self._member += 1
-
-                def close() -> None:
-                    try:
-                        consumer.close()
-                    except Exception as exc:  # a fenced consumer may refuse: gone either way
-                        log.debug("flow %s: closing the runs channel consumer: %s",
-                                  self.flow_name, exc)
-
                 # Bounded: a close that blocks on an absent coordinator must not hold the
                 # job's exit (the static member times out on the broker's side).
-                closing = threading.Thread(target=close, name="offset-ledger-channel-close",
-                                           daemon=True)
-                closing.start()
-                closing.join(CLOSE_TIMEOUT_S)
+                self._close_aside("offset-ledger-channel-close").join(CLOSE_TIMEOUT_S)
 
 
 def is_fenced(err: Any) -> bool:
