@@ -16,6 +16,9 @@ Invariants:
       leaving at least ``window`` (:func:`ledger.spans.window_start`), numbered on from the
       spans its window leaves out (``batch_id``: the span's position in its epoch): a load
       answers its offsets at or above the cut exactly, and reads the raw runs below it.
+    * Another process may refresh the same flow at the same time (a checkpoint pass and the
+      streaming job's upkeep): each load reads one version of the snapshot (F22), and a refresh
+      never replaces a snapshot of a later ``offset_syncs`` version than its own.
     * This module sits above both :mod:`ledger.store` and :mod:`ledger.span_snapshots` (the
       store reads snapshots; a refresh loads a store): neither imports the other's caller.
 """
@@ -128,6 +131,9 @@ def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
                                                 previous["target_cluster"])
         rows = [{**row, "offset_syncs_version": version, "covered_until": covered_until}
                 for row in span_rows(store, source, target, covered_until, window=window)]
+        now = _head(engine, flow)
+        if now is not None and int(now["offset_syncs_version"]) > version:
+            continue  # another process's refresh, at a later version, committed meanwhile
         engine.replace(OFFSET_SYNC_SPANS, rows, "flow", flow)
         reports.append(RefreshReport(flow, version,
                                      int(previous["offset_syncs_version"]) if usable else None,

@@ -75,15 +75,20 @@ partitions (to read raw) and the windowed partitions' dropped span counts."""
 
 
 def _table(ledger: Ledger) -> DataFrame | None:
-    """The snapshot table, or ``None`` on a ledger created before it existed."""
-    from ledger.tables import LedgerError
+    """The snapshot table at its current version, or ``None`` on a ledger created before it
+    existed. Pinned: Spark reads an unpinned Delta table again at each action, and a refresh
+    in another process may commit between a load's actions (the head of one snapshot with
+    the spans of the next reads the runs between the two twice, F22)."""
+    from ledger.tables import LedgerError, damaged
 
     try:
-        return ledger.read(OFFSET_SYNC_SPANS)
-    except LedgerError:
-        if ledger.exists(OFFSET_SYNC_SPANS):
+        return ledger.read(OFFSET_SYNC_SPANS, version=ledger.version(OFFSET_SYNC_SPANS))
+    except Exception as exc:  # the version of a missing table is Spark's AnalysisException
+        if not ledger.exists(OFFSET_SYNC_SPANS):
+            return None
+        if isinstance(exc, LedgerError):
             raise  # there, but unreadable: the error names the damage
-        return None
+        raise damaged(ledger.location, OFFSET_SYNC_SPANS, exc) from exc
 
 
 def partition_filter(partitions: Iterable[Key]) -> Column:

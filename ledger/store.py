@@ -238,10 +238,16 @@ class OffsetSyncStore:
         runs = f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where}"
         windows: dict[tuple[str, int], int] = {}
         if not raw and engine.exists(OFFSET_SYNC_SPANS):
+            # Every read of the snapshot at one version: a refresh in another process may
+            # commit between them, and a head of one snapshot with the spans of the next
+            # reads the runs between the two twice (F22: a false epoch).
+            pinned = {"sp": engine.version(OFFSET_SYNC_SPANS)}
             head = engine.query(f"SELECT offset_syncs_version, covered_until FROM {{sp}} "
-                                f"WHERE flow = {literal(flow)} LIMIT 1", sp=OFFSET_SYNC_SPANS)
+                                f"WHERE flow = {literal(flow)} LIMIT 1", pinned,
+                                sp=OFFSET_SYNC_SPANS)
             if head and head[0]["offset_syncs_version"] <= version:
                 tables["sp"] = OFFSET_SYNC_SPANS
+                at.update(pinned)
                 after = f"written_at > {timestamp(tail_start(head[0]['covered_until']))}"
                 rewound, windows = _snapshot_bounds(engine, where, after, at)
                 kept = f" AND NOT ({_partitions_sql(rewound)})" if rewound else ""
@@ -327,14 +333,14 @@ def _partitions_sql(partitions: Iterable[tuple[str, int]]) -> str:
 
 def _snapshot_bounds(engine: SqlReader, where: str, after: str, at: dict[str, int]
                      ) -> tuple[set[tuple[str, int]], dict[tuple[str, int], int]]:
-    """``(rewound, windows)`` of the snapshot's partitions: those whose runs after the
-    snapshot start upstream below its highest end (a rewind into what the spans cover:
-    :func:`ledger.spans.extend` would give ``None``), and the other windowed ones with the
-    spans their windows leave out (their lowest ``batch_id``)."""
+    """``(rewound, windows)`` of the snapshot's partitions (at ``at["sp"]``): those whose
+    runs after the snapshot start upstream below its highest end (a rewind into what the
+    spans cover: :func:`ledger.spans.extend` would give ``None``), and the other windowed
+    ones with the spans their windows leave out (their lowest ``batch_id``)."""
     bounds = {(r["topic"], r["partition"]): (r["high"], r["first"]) for r in engine.query(
         f"SELECT topic, {{partition}}, MAX(upstream_offset + length) AS high, "
         f"MIN(batch_id) AS first FROM {{sp}} WHERE {where} GROUP BY topic, {{partition}}",
-        sp=OFFSET_SYNC_SPANS)}
+        {"sp": at["sp"]}, sp=OFFSET_SYNC_SPANS)}
     lows = engine.query(f"SELECT topic, {{partition}}, MIN(upstream_offset) AS low FROM {{s}} "
                         f"WHERE {where} AND {after} GROUP BY topic, {{partition}}", at,
                         s=OFFSET_SYNCS) if bounds else []
