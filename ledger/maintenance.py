@@ -215,7 +215,8 @@ def _vacuum(ledger: Ledger, name: str) -> None:
 
 def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
              vacuum: bool = True, flows: dict[str, tuple[str, str]] | None = None,
-             window: int = DEFAULT_SPANS_WINDOW) -> list[MaintenanceReport]:
+             window: int = DEFAULT_SPANS_WINDOW,
+             rebuild_spans: bool = False) -> list[MaintenanceReport]:
     """Compact (and Z-order), checkpoint, and VACUUM each table within ``days`` of retention.
 
     With ``offset_sync_spans`` among the tables (the default: all), each flow's persisted spans
@@ -225,6 +226,7 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
     Args:
         flows: ``{flow: (source, target)}`` of the configured flows, for the span refresh.
         window: ``ledger.spans.window``, for the span refresh.
+        rebuild_spans: the refresh computes the spans from the raw runs (not incrementally).
     """
     ledger.require(*(n for n in names or TABLES if n not in DERIVED), verify=True)
     ledger.init()  # a derived table a ledger predates is created here
@@ -232,7 +234,8 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
     for name in [n for n in TABLES if n in (names or TABLES)]:
         files_before, version_before = _num_files(ledger, name), ledger.version(name)
         changed = apply_retention(ledger, days, (name,))[name]
-        refreshed = (tuple(refresh(ledger, flows or {}, window=window))
+        refreshed = (tuple(refresh(ledger, flows or {}, window=window,
+                                         rebuild=rebuild_spans))
                      if name == OFFSET_SYNC_SPANS else ())
         zorder, incremental = _optimize(ledger, name)
         _checkpoint(ledger, name)

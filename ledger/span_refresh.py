@@ -101,7 +101,7 @@ def _tail_where(flow: str, head: dict | None, version: int) -> str:
 
 def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
             only: Iterable[str] | None = None,
-            window: int = DEFAULT_SPANS_WINDOW) -> list[RefreshReport]:
+            window: int = DEFAULT_SPANS_WINDOW, rebuild: bool = False) -> list[RefreshReport]:
     """Replace each flow's snapshot with its spans at the current offset_syncs version.
 
     Incremental: the load starts from the previous snapshot and reads only the runs after it.
@@ -112,6 +112,9 @@ def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
             holds are refreshed too (their clusters taken from their rows).
         only: refresh only these flows.
         window: the fewest spans a windowed partition keeps (``ledger.spans.window``).
+        rebuild: compute the spans from the raw runs, not from the previous snapshot (``ledger
+            maintain --rebuild-spans``: a snapshot written before F22's fix may hold a
+            truncated epoch, and an incremental refresh carries it on).
     """
     engine = LedgerEngine.of(ledger)
     version = engine.version(OFFSET_SYNCS)
@@ -119,14 +122,14 @@ def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
     flows = set(clusters) | snapshot_flows(engine)
     for flow in sorted(flows if only is None else flows & set(only)):
         previous = _head(engine, flow)
-        usable = _usable(previous, version)
-        where = _tail_where(flow, previous, version)
+        usable = _usable(previous, version) and not rebuild
+        where = _tail_where(flow, previous if usable else None, version)
         newest = engine.query(f"SELECT max(written_at) AS newest FROM {{s}} WHERE {where}",
                               {"s": version}, s=OFFSET_SYNCS)[0]["newest"]
         if newest is None and not usable:
             continue  # the flow has no runs
         covered_until = newest or previous["covered_until"]
-        store = engine.load_store(flow, version)
+        store = engine.load_store(flow, version, raw=rebuild)
         source, target = clusters.get(flow) or (previous["source_cluster"],
                                                 previous["target_cluster"])
         rows = [{**row, "offset_syncs_version": version, "covered_until": covered_until}

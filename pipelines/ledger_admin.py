@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with history: the newest N versions per table (default 20)")
     parser.add_argument("--no-vacuum", action="store_true",
                         help="with maintain: compact and checkpoint, but remove no file")
+    parser.add_argument("--rebuild-spans", action="store_true",
+                        help="with maintain: rebuild offset_sync_spans from the raw runs, not "
+                             "from the previous snapshot")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             ledger, config.audit_retention_days, tuple(args.table or ()),
             vacuum=not args.no_vacuum,
             flows={f.name: (f.source, f.target) for f in config.flows},
-            window=config.spans_window)
+            window=config.spans_window, rebuild_spans=args.rebuild_spans)
         print(f"retention {config.audit_retention_days} days (ledger.audit.retention.days)")
         for report in reports:
             print(report.line())

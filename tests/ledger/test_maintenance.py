@@ -109,3 +109,11 @@ def test_maintain_and_init_from_the_cli(spark, tmp_path, capsys):
             f"{ledger.version(OFFSET_SYNCS)} (from the raw runs)") in out
     snapshot = SpanSnapshot.read(ledger, "P->B")
     assert snapshot is not None and snapshot.rows[("T", 1)][0]["length"] == 50
+    # again: incremental from the snapshot; --rebuild-spans: from the raw runs (F22's repair)
+    assert cli.main(["ledger", "maintain", "--config", str(path), "--no-vacuum",
+                     "--table", OFFSET_SYNC_SPANS]) == 0
+    assert "(from version" in capsys.readouterr().out
+    assert cli.main(["ledger", "maintain", "--config", str(path), "--no-vacuum",
+                     "--table", OFFSET_SYNC_SPANS, "--rebuild-spans"]) == 0
+    assert "2 spans of 2 partitions" in (out := capsys.readouterr().out)
+    assert "(from the raw runs)" in out

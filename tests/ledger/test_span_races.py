@@ -123,3 +123,30 @@ def test_a_spark_load_reads_one_snapshot_while_another_process_refreshes(
     for p, runs in whole.items():
         assert_translates_like_raw(store, p, runs)
     assert store.reverse("T", 0, 0).offset == 0
+
+
+@pytest.mark.unit
+def test_a_rebuild_repairs_a_snapshot_an_earlier_race_truncated(tmp_path) -> None:
+    """A ledger written before the fix may keep F22's damage: a window numbered as a whole
+    epoch (``batch_id`` from 0), which every incremental refresh carries on. ``ledger
+    maintain --rebuild-spans`` (``refresh(rebuild=True)``) computes the spans from the raw
+    runs again."""
+    location = str(tmp_path / "ledger")
+    whole = history(location)
+    engine = LedgerEngine(location)
+    refresh(engine, FLOWS, window=WINDOW)
+    rows = engine.query("SELECT * FROM {sp}", sp=OFFSET_SYNC_SPANS)
+    window = sorted((r for r in rows if r["partition"] == 0), key=lambda r: r["batch_id"])
+    assert window[0]["batch_id"] > 0
+    damaged = [r for r in rows if r["partition"] != 0] + [
+        {**r, "batch_id": i} for i, r in enumerate(window)]
+    engine.replace(OFFSET_SYNC_SPANS, damaged, "flow", FLOW)
+    # fresh engines, as separate commands (an engine keeps the stores it loaded)
+    refresh(LedgerEngine(location), FLOWS, window=WINDOW)
+    assert LedgerEngine(location).load_store(FLOW).forward("T", 0, 0).offset is None
+
+    (report,) = refresh(LedgerEngine(location), FLOWS, window=WINDOW, rebuild=True)
+    assert report.previous_version is None  # "from the raw runs"
+    store = LedgerEngine(location).load_store(FLOW)
+    for p, runs in whole.items():
+        assert_translates_like_raw(store, p, runs)
