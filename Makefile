@@ -75,7 +75,8 @@ CHECK_TIERS ?= not (e2e or dbt or gx or deploy or prometheus or secured or slow)
 
 check: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "$(CHECK_TIERS)" -q
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-m "$(CHECK_TIERS)" -q
 
 lint: setup
 	$(BIN)/ruff check .

@@ -35,6 +35,7 @@ SOURCE_SCHEMA = "OFFSET_LEDGER_SOURCE_SCHEMA"
 DBT_SCHEMA = "OFFSET_LEDGER_DBT_SCHEMA"
 SUPERVISED_CHILD = "OFFSET_LEDGER_SUPERVISED_CHILD"
 JVM_ARCHIVES = "OFFSET_LEDGER_JVM_ARCHIVES"
+JVM_OPTIONS = "OFFSET_LEDGER_JVM_OPTIONS"
 # Set by the audit for dbt, read by the dbt project only (dbt/profiles.yml, the models).
 DBT_LOCATION_ROOT = "OFFSET_LEDGER_DBT_LOCATION_ROOT"
 DBT_TARGET = "OFFSET_LEDGER_DBT_TARGET"
@@ -45,7 +46,7 @@ ALIAS_SECRETS = ("OFFSET_LEDGER_<ALIAS>_SASL_USERNAME", "OFFSET_LEDGER_<ALIAS>_S
 
 VARIABLES = (CONFIG, JARS_DIR, SPARK_MASTER, DRIVER_MEMORY, SHUFFLE, SPARK_UI, SPARK_LOG_LEVEL,
              STATE_DIR, AUDIT_DIR, SOURCE_SCHEMA, DBT_SCHEMA, DBT_LOCATION_ROOT, DBT_TARGET,
-             DBT_THREADS, SUPERVISED_CHILD, JVM_ARCHIVES)
+             DBT_THREADS, SUPERVISED_CHILD, JVM_ARCHIVES, JVM_OPTIONS)
 
 # Other tools' variables: read to know where we run, never set by offset-ledger's users for it.
 PYSPARK_GATEWAY_PORT = "PYSPARK_GATEWAY_PORT"
@@ -121,6 +122,19 @@ def jvm_archives() -> bool:
     if value not in ("true", "false"):
         raise SettingError(f"${JVM_ARCHIVES} must be true or false, not {value!r}")
     return value == "true"
+
+
+def jvm_options() -> list[str]:
+    """``$OFFSET_LEDGER_JVM_OPTIONS``: options added to every JVM offset-ledger launches itself
+    (a plain program's Spark driver, the embedded brokers), split as a shell splits them, e.g.
+    ``-XX:TieredStopAtLevel=1``: short-lived JVMs on a small machine then spend about half the
+    CPU (the test suite sets it). Default none; never applied under spark-submit or Databricks."""
+    import shlex
+
+    try:
+        return shlex.split(get(JVM_OPTIONS) or "")
+    except ValueError as exc:
+        raise SettingError(f"${JVM_OPTIONS} is not a list of options: {exc}") from None
 
 
 def spark_ui() -> bool:

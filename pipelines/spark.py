@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.resources
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -186,7 +187,8 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log4j = _log4j_file(state)
     archive = jvm_archive.archive_options("spark", jars_dir("spark"))
-    java_options = " ".join([*archive, *([java_options] if java_options else [])])
+    java_options = " ".join([*archive, *map(shlex.quote, settings.jvm_options()),
+                             *([java_options] if java_options else [])])
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)

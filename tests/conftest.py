@@ -31,6 +31,11 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     os.environ.setdefault("OFFSET_LEDGER_STATE_DIR",
                           tempfile.mkdtemp(prefix=f"offset-ledger-tests-{worker}-"))
+    # The suite's JVMs (Spark drivers, brokers) live minutes on tiny data: the C2 compiler's
+    # work would never pay back, and on 2 cores it halves a Spark driver's CPU (38 s -> 20 s
+    # for tests/ledger/test_span_snapshots.py's ledger). Results are the JVM's contract either
+    # way; the jobs, the demo and the benchmarks keep the JVM's defaults.
+    os.environ.setdefault("OFFSET_LEDGER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 # Fixtures that start something, and the marker a test using them must carry, so that a tier

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger import settings
 from ledger.config import ClusterConfig, Config, load_config
 from ledger.errors import OffsetLedgerError
 from pipelines import jvm_archive
@@ -348,7 +349,8 @@ class EmbeddedClusters:
                                    f"{(result.stderr or result.stdout).strip()[-500:]}")
         heap = dev_settings.broker_heap()
         archive = shared if self.java_options is None else self.java_options
-        return [java, *archive, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC",
+        return [java, *archive, *settings.jvm_options(), f"-Xms{heap}", f"-Xmx{heap}",
+                "-XX:+UseG1GC",
                 "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
                 "-cp", classpath, "kafka.Kafka", str(props)]

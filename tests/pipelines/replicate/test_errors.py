@@ -12,6 +12,7 @@ from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
 from pipelines import cli
 from pipelines.devtools.clusters import free_port
+from pipelines.edge import kafka_admin
 from pipelines.edge.kafka_admin import KafkaAdminError
 from pipelines.replicate.job import replicate_once
 from pipelines.replicate.topics import MissingSourceTopicError
@@ -41,7 +42,9 @@ def test_unknown_flow_alias(spark, make_config):
     assert_no_ledger_rows(spark, config)
 
 
-def test_unreachable_cluster(spark, make_config, kafka_clusters):
+def test_unreachable_cluster(spark, make_config, kafka_clusters, monkeypatch):
+    # A refused port is refused at once: the classification needs no 10-second metadata wait.
+    monkeypatch.setattr(kafka_admin.check_reachable, "__defaults__", (2.0,))
     config = make_config(
         clusters={"P": {"bootstrap.servers": kafka_clusters.bootstrap("P")},
                   "C": {"bootstrap.servers": f"127.0.0.1:{free_port()}"}},
