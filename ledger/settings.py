@@ -134,7 +134,8 @@ def jvm_options() -> list[str]:
     try:
         return shlex.split(get(JVM_OPTIONS) or "")
     except ValueError as exc:
-        raise SettingError(f"${JVM_OPTIONS} is not a list of options: {exc}") from None
+        raise SettingError(f"${JVM_OPTIONS} must be options as a shell writes them: {exc}"
+                           ) from None
 
 
 def spark_ui() -> bool:

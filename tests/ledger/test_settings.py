@@ -37,6 +37,7 @@ def test_empty_means_default(monkeypatch):
     (settings.SHUFFLE, "four", settings.shuffle_partitions),
     (dev_settings.BROKER_START_TIMEOUT, "-1", dev_settings.broker_start_timeout),
     (dev_settings.TEST_KILLS, "2.5", dev_settings.test_kills),
+    (settings.JVM_OPTIONS, "-Dx='unclosed", settings.jvm_options),
 ])
 def test_a_wrong_value_names_the_variable(monkeypatch, name, value, read):
     monkeypatch.setenv(name, value)
@@ -52,3 +53,10 @@ def test_where_we_run(monkeypatch):
     assert settings.other_default_fs() and not settings.under_launcher()
     monkeypatch.setenv(settings.PYSPARK_GATEWAY_PORT, "4040")
     assert settings.under_launcher() and not settings.on_databricks()
+
+
+def test_jvm_options_split_as_a_shell_splits_them(monkeypatch):
+    monkeypatch.delenv(settings.JVM_OPTIONS, raising=False)
+    assert settings.jvm_options() == []
+    monkeypatch.setenv(settings.JVM_OPTIONS, "-XX:TieredStopAtLevel=1  '-Dname=a b'")
+    assert settings.jvm_options() == ["-XX:TieredStopAtLevel=1", "-Dname=a b"]

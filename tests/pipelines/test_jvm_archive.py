@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger import settings
 from ledger.settings import SettingError
 from pipelines import jvm_archive
 from pipelines.devtools import jvm_archives
@@ -105,3 +106,18 @@ def test_the_local_spark_driver_maps_the_archive_setup_made(spark):
     pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
     archive = options[0].split("=", 1)[1]
     assert archive in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_the_jvms_offset_ledger_launches_carry_the_configured_options(spark, kafka_clusters):
+    """$OFFSET_LEDGER_JVM_OPTIONS (the suite sets it, tests/conftest.py) reaches the local Spark
+    driver and every embedded broker, beside their archives."""
+    options = settings.jvm_options()
+    assert options, "the suite runs its JVMs with $OFFSET_LEDGER_JVM_OPTIONS"
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert set(options) <= set(runtime.getInputArguments())
+    for alias in kafka_clusters.aliases:
+        pid = kafka_clusters.pid(alias)
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        assert set(options) <= set(argv), alias
