@@ -339,7 +339,7 @@ class EmbeddedClusters:
         if not (log_dir / "meta.properties").exists():
             cluster_id = _new_cluster_id()
             result = subprocess.run(
-                [java, *shared, "-cp", classpath,
+                [java, *shared, *settings.jvm_options(), "-cp", classpath,
                  f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
                  "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
                  *(self.material.format_arguments() if self.material else [])],
@@ -350,8 +350,7 @@ class EmbeddedClusters:
         heap = dev_settings.broker_heap()
         archive = shared if self.java_options is None else self.java_options
         return [java, *archive, *settings.jvm_options(), f"-Xms{heap}", f"-Xmx{heap}",
-                "-XX:+UseG1GC",
-                "-Djava.awt.headless=true",
+                "-XX:+UseG1GC", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
                 "-cp", classpath, "kafka.Kafka", str(props)]
 

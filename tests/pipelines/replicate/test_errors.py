@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 
 import pytest
@@ -44,7 +45,8 @@ def test_unknown_flow_alias(spark, make_config):
 
 def test_unreachable_cluster(spark, make_config, kafka_clusters, monkeypatch):
     # A refused port is refused at once: the classification needs no 10-second metadata wait.
-    monkeypatch.setattr(kafka_admin.check_reachable, "__defaults__", (2.0,))
+    monkeypatch.setattr(kafka_admin, "check_reachable",
+                        functools.partial(kafka_admin.check_reachable, timeout=2.0))
     config = make_config(
         clusters={"P": {"bootstrap.servers": kafka_clusters.bootstrap("P")},
                   "C": {"bootstrap.servers": f"127.0.0.1:{free_port()}"}},
