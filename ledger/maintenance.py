@@ -24,10 +24,15 @@ Invariants:
       time-window read uses (the span snapshot's tail, checkpoint and commit windows); a read
       of one partition's raw runs over the whole history (a rewind into a snapshot, a load
       without one) reads the files of that history instead of the Z-ordered few.
+    * A table nothing was written to since its last OPTIMIZE (only VACUUM and property commits
+      after it, and for a whole Z-order the same columns) is not optimized again: the rewrite
+      would produce the same files. Most tables of a daily maintain (operations, ACL syncs,
+      evidence) change rarely, and each OPTIMIZE costs a Spark job and a Delta version.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from ledger.config import DEFAULT_SPANS_WINDOW
@@ -82,17 +87,39 @@ def retention_properties(days: float) -> dict[str, str]:
     }
 
 
-def table_properties(ledger: Ledger, name: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class TableDetail:
+    """What ``DESCRIBE DETAIL`` says of a table (one query gives all three)."""
+
+    files: int
+    size: int
+    properties: dict[str, str]
+
+
+def table_detail(ledger: Ledger, name: str) -> TableDetail:
     row = ledger.spark.sql(f"DESCRIBE DETAIL {ledger.identifier(name)}").first()
-    return dict(row["properties"] or {}) if row is not None else {}
+    if row is None:
+        return TableDetail(0, 0, {})
+    return TableDetail(int(row["numFiles"] or 0), int(row["sizeInBytes"] or 0),
+                       dict(row["properties"] or {}))
 
 
-def apply_retention(ledger: Ledger, days: float, names: tuple[str, ...] = ()) -> dict[str, bool]:
-    """Set the retention properties where they differ; return ``{table: changed}``."""
+def table_properties(ledger: Ledger, name: str) -> dict[str, str]:
+    return table_detail(ledger, name).properties
+
+
+def apply_retention(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
+                    known: dict[str, dict[str, str]] | None = None) -> dict[str, bool]:
+    """Set the retention properties where they differ; return ``{table: changed}``.
+
+    ``known``: properties already read (``{table: properties}``), not asked again.
+    """
     wanted = retention_properties(days)
     changed = {}
     for name in names or tuple(TABLES):
-        current = table_properties(ledger, name)
+        current = (known or {}).get(name)
+        if current is None:
+            current = table_properties(ledger, name)
         if all(current.get(k) == v for k, v in wanted.items()):
             changed[name] = False
             continue
@@ -117,9 +144,12 @@ class MaintenanceReport:
     zorder: tuple[str, ...]
     refreshed: tuple[RefreshReport, ...] = field(default=())
     incremental: bool = False
+    optimized: bool = True
 
     def line(self) -> str:
-        clustering = (f"zorder by {', '.join(self.zorder)}" if self.zorder else
+        clustering = ("empty" if not self.optimized and not self.files_before else
+                      "unchanged since its last OPTIMIZE" if not self.optimized else
+                      f"zorder by {', '.join(self.zorder)}" if self.zorder else
                       "compacted, new files only" if self.incremental else "compacted")
         return "\n".join([
             f"{self.table:22} files {self.files_before:>5} -> {self.files_after:<5} "
@@ -129,17 +159,37 @@ class MaintenanceReport:
             *(r.line() for r in self.refreshed)])
 
 
-def _num_files(ledger: Ledger, name: str) -> int:
-    row = ledger.spark.sql(f"DESCRIBE DETAIL {ledger.identifier(name)}").first()
-    return int(row["numFiles"] or 0) if row is not None else 0
+# Commits that add no data file: an OPTIMIZE before them still describes the table's files.
+_FILELESS_OPERATIONS = frozenset({"VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
+                                  "UNSET TBLPROPERTIES", "UPGRADE PROTOCOL"})
+_HISTORY_LOOKBACK = 20
 
 
-def _size(ledger: Ledger, name: str) -> int:
-    row = ledger.spark.sql(f"DESCRIBE DETAIL {ledger.identifier(name)}").first()
-    return int(row["sizeInBytes"] or 0) if row is not None else 0
+def _zorder_of(parameters: dict | None) -> tuple[str, ...]:
+    """The Z-order columns an OPTIMIZE commit records (``zOrderBy``, a JSON list)."""
+    try:
+        return tuple(json.loads((parameters or {}).get("zOrderBy") or "[]"))
+    except (TypeError, ValueError):
+        return ()
 
 
-def _optimize(ledger: Ledger, name: str) -> tuple[tuple[str, ...], bool]:
+def optimized_since_written(ledger: Ledger, name: str, zorder: tuple[str, ...]) -> bool:
+    """Whether the newest commit that may have added files is an OPTIMIZE (Z-ordered by
+    ``zorder`` when given): nothing was written since, so another OPTIMIZE would only rewrite
+    the same rows into the same files. Unknown (a long run of fileless commits) is False."""
+    rows = ledger.spark.sql(f"DESCRIBE HISTORY {ledger.identifier(name)} "
+                            f"LIMIT {_HISTORY_LOOKBACK}").select(
+        "operation", "operationParameters").collect()
+    for row in rows:  # newest first
+        operation = row["operation"]
+        if operation in _FILELESS_OPERATIONS:
+            continue
+        return operation == "OPTIMIZE" and (
+            not zorder or _zorder_of(row["operationParameters"]) == zorder)
+    return False
+
+
+def _optimize(ledger: Ledger, name: str, size: int) -> tuple[tuple[str, ...], bool]:
     """OPTIMIZE ``name``: a Z-ordered table Z-ordered whole while small, else only its small
     files compacted; a table without Z-order columns compacted as Delta's OPTIMIZE does.
 
@@ -150,7 +200,7 @@ def _optimize(ledger: Ledger, name: str) -> tuple[tuple[str, ...], bool]:
     if not zorder:
         spark.sql(f"OPTIMIZE {table}").collect()
         return (), False
-    if _size(ledger, name) <= ZORDER_WHOLE_BYTES:
+    if size <= ZORDER_WHOLE_BYTES:
         columns = ", ".join(f"`{c}`" for c in zorder)
         spark.sql(f"OPTIMIZE {table} ZORDER BY ({columns})").collect()
         return zorder, False
@@ -232,16 +282,20 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
     ledger.init()  # a derived table a ledger predates is created here
     reports = []
     for name in [n for n in TABLES if n in (names or TABLES)]:
-        files_before, version_before = _num_files(ledger, name), ledger.version(name)
-        changed = apply_retention(ledger, days, (name,))[name]
+        before, version_before = table_detail(ledger, name), ledger.version(name)
+        changed = apply_retention(ledger, days, (name,), known={name: before.properties})[name]
         refreshed = (tuple(refresh(ledger, flows or {}, window=window,
                                          rebuild=rebuild_spans))
                      if name == OFFSET_SYNC_SPANS else ())
-        zorder, incremental = _optimize(ledger, name)
+        wanted = ZORDER.get(name, ()) if before.size <= ZORDER_WHOLE_BYTES else ()
+        # A refresh commits new span files, which the history then shows as written.
+        optimize = not ((before.files == 0 and not refreshed)
+                        or optimized_since_written(ledger, name, wanted))
+        zorder, incremental = _optimize(ledger, name, before.size) if optimize else ((), False)
         _checkpoint(ledger, name)
         if vacuum:
             _vacuum(ledger, name)
-        reports.append(MaintenanceReport(name, files_before, _num_files(ledger, name),
+        reports.append(MaintenanceReport(name, before.files, table_detail(ledger, name).files,
                                          version_before, ledger.version(name), changed, vacuum,
-                                         zorder, refreshed, incremental))
+                                         zorder, refreshed, incremental, optimize))
     return reports

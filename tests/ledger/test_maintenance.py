@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 T0 = dt.datetime(2026, 1, 1)
 
 
-def _append_batches(spark, ledger: Ledger, batches: int) -> None:
-    for b in range(batches):
+def _append_batches(spark, ledger: Ledger, batches: int, start: int = 0) -> None:
+    for b in range(start, start + batches):
         rows = [("P->B", "P", "B", "Payments", "P.Payments", p, 100 * b, 100 * b, 100,
                  "run-1", b, T0 + dt.timedelta(seconds=10 * b)) for p in range(3)]
         ledger.append(OFFSET_SYNCS, spark.createDataFrame(rows, OFFSET_SYNCS_SCHEMA),
@@ -66,6 +66,20 @@ def test_maintain_compacts_keeps_every_row_and_time_travel(spark, tmp_path):
     # VACUUM kept what the retention promises: an older version still reads in full.
     assert sorted(ledger.read(OFFSET_SYNCS, version=3).collect()) == sorted(version_3)
     assert set(reports) == {OFFSET_SYNCS, CHECKPOINTS}
+    # An empty table has nothing to compact.
+    assert not reports[CHECKPOINTS].optimized and "empty" in reports[CHECKPOINTS].line()
+
+    # Nothing written since: no second OPTIMIZE (it would rewrite the same rows into the same
+    # file), and no version for it.
+    (again,) = maintenance.maintain(ledger, 30, (OFFSET_SYNCS,), vacuum=False)
+    assert not again.optimized and again.zorder == ()
+    assert (again.files_after, again.version_after) == (1, again.version_before)
+    assert "unchanged since its last OPTIMIZE" in again.line()
+    # A commit after it: Z-ordered again.
+    _append_batches(spark, ledger, 1, start=6)
+    (written,) = maintenance.maintain(ledger, 30, (OFFSET_SYNCS,), vacuum=False)
+    assert written.optimized and written.zorder == maintenance.ZORDER[OFFSET_SYNCS]
+    assert written.files_before > 1 and written.files_after == 1
 
 
 def test_retention_days_key(tmp_path):
