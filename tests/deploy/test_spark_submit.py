@@ -28,9 +28,11 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from pipelines import jvm_archive
 from pipelines.devtools.clusters import free_port
 from pipelines.devtools.workload import consume, produce
 from pipelines.edge import kafka_admin, kafka_offsets
+from pipelines.spark import jars_dir
 from tests.tiny_spark import TINY_DATA_CONF
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,8 +66,13 @@ def _await(condition, what: str, timeout: float = 120.0):  # type: ignore[no-unt
 
 
 # Short-lived JVMs on a small test machine: the C1 compiler only and the serial collector start
-# faster and leave the other core to the other JVMs. Tuning only: nothing checked depends on it.
-TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
+# faster and leave the other core to the other JVMs; the drivers and executors (pyspark's class
+# path, as the local session's) map the local session's class-data archive when it matches
+# (`make setup`; an archive that does not match is skipped). Tuning only: nothing checked
+# depends on it.
+TEST_JVM_OPTS = " ".join(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                          *(jvm_archive.archive_options("spark", jars_dir("spark"))
+                            or ["-Xshare:auto"])])
 
 
 def _daemon_env(tmp: Path) -> dict[str, str]:
