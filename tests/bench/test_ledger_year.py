@@ -11,7 +11,6 @@ import pytest
 from bench import ledger_scale
 from bench import ledger_year as ly
 from bench import year_history as yh
-from tests.tiny_spark import spark_defaults
 
 
 @pytest.mark.unit
@@ -45,11 +44,6 @@ def _store_runs(store) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["alo", "eos"])
 def test_tiny_ledger(spark, tmp_path, monkeypatch, mode: str) -> None:
-    with spark_defaults(spark):  # 26 commits of 800 or 4,000 runs: not tiny data
-        _tiny_ledger(spark, tmp_path, monkeypatch, mode)
-
-
-def _tiny_ledger(spark, tmp_path, monkeypatch, mode: str) -> None:
     from ledger import schemas
     from ledger.span_refresh import span_rows
     from ledger.store import OffsetSyncStore
