@@ -108,26 +108,20 @@ def table_properties(ledger: Ledger, name: str) -> dict[str, str]:
     return table_detail(ledger, name).properties
 
 
-def apply_retention(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
-                    known: dict[str, dict[str, str]] | None = None) -> dict[str, bool]:
-    """Set the retention properties where they differ; return ``{table: changed}``.
-
-    ``known``: properties already read (``{table: properties}``), not asked again.
-    """
+def _set_retention(ledger: Ledger, name: str, days: float, current: dict[str, str]) -> bool:
+    """Set ``name``'s retention properties unless ``current`` already holds them."""
     wanted = retention_properties(days)
-    changed = {}
-    for name in names or tuple(TABLES):
-        current = (known or {}).get(name)
-        if current is None:
-            current = table_properties(ledger, name)
-        if all(current.get(k) == v for k, v in wanted.items()):
-            changed[name] = False
-            continue
-        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
-        ledger.spark.sql(f"ALTER TABLE {ledger.identifier(name)} SET TBLPROPERTIES "
-                         f"({assignments})")
-        changed[name] = True
-    return changed
+    if all(current.get(k) == v for k, v in wanted.items()):
+        return False
+    assignments = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
+    ledger.spark.sql(f"ALTER TABLE {ledger.identifier(name)} SET TBLPROPERTIES ({assignments})")
+    return True
+
+
+def apply_retention(ledger: Ledger, days: float, names: tuple[str, ...] = ()) -> dict[str, bool]:
+    """Set the retention properties where they differ; return ``{table: changed}``."""
+    return {name: _set_retention(ledger, name, days, table_properties(ledger, name))
+            for name in names or tuple(TABLES)}
 
 
 @dataclass(frozen=True)
@@ -189,21 +183,26 @@ def optimized_since_written(ledger: Ledger, name: str, zorder: tuple[str, ...]) 
     return False
 
 
-def _optimize(ledger: Ledger, name: str, size: int) -> tuple[tuple[str, ...], bool]:
-    """OPTIMIZE ``name``: a Z-ordered table Z-ordered whole while small, else only its small
-    files compacted; a table without Z-order columns compacted as Delta's OPTIMIZE does.
-
-    Returns the Z-order columns applied and whether the compaction was incremental.
-    """
-    spark, table = ledger.spark, ledger.identifier(name)
+def _clustering(name: str, size: int) -> tuple[tuple[str, ...], bool]:
+    """How ``name`` is optimized at ``size`` bytes: Z-ordered whole while small (its columns),
+    else only its small files compacted (incremental); a table without Z-order columns
+    compacted as Delta's OPTIMIZE does. Returns ``(zorder, incremental)``."""
     zorder = ZORDER.get(name, ())
     if not zorder:
-        spark.sql(f"OPTIMIZE {table}").collect()
         return (), False
-    if size <= ZORDER_WHOLE_BYTES:
+    return (zorder, False) if size <= ZORDER_WHOLE_BYTES else ((), True)
+
+
+def _optimize(ledger: Ledger, name: str, zorder: tuple[str, ...], incremental: bool) -> None:
+    """OPTIMIZE ``name`` as :func:`_clustering` decided."""
+    spark, table = ledger.spark, ledger.identifier(name)
+    if not zorder and not incremental:
+        spark.sql(f"OPTIMIZE {table}").collect()
+        return
+    if zorder:
         columns = ", ".join(f"`{c}`" for c in zorder)
         spark.sql(f"OPTIMIZE {table} ZORDER BY ({columns})").collect()
-        return zorder, False
+        return
     previous = spark.conf.get(_MIN_FILE_SIZE, None)
     spark.conf.set(_MIN_FILE_SIZE, str(COMPACTED_BYTES))
     try:
@@ -213,7 +212,6 @@ def _optimize(ledger: Ledger, name: str, size: int) -> tuple[tuple[str, ...], bo
             spark.conf.unset(_MIN_FILE_SIZE)
         else:
             spark.conf.set(_MIN_FILE_SIZE, previous)
-    return (), True
 
 
 def _checkpoint(ledger: Ledger, name: str) -> None:
@@ -283,15 +281,18 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
     reports = []
     for name in [n for n in TABLES if n in (names or TABLES)]:
         before, version_before = table_detail(ledger, name), ledger.version(name)
-        changed = apply_retention(ledger, days, (name,), known={name: before.properties})[name]
+        changed = _set_retention(ledger, name, days, before.properties)
         refreshed = (tuple(refresh(ledger, flows or {}, window=window,
                                          rebuild=rebuild_spans))
                      if name == OFFSET_SYNC_SPANS else ())
-        wanted = ZORDER.get(name, ()) if before.size <= ZORDER_WHOLE_BYTES else ()
+        zorder, incremental = _clustering(name, before.size)
         # A refresh commits new span files, which the history then shows as written.
         optimize = not ((before.files == 0 and not refreshed)
-                        or optimized_since_written(ledger, name, wanted))
-        zorder, incremental = _optimize(ledger, name, before.size) if optimize else ((), False)
+                        or optimized_since_written(ledger, name, zorder))
+        if optimize:
+            _optimize(ledger, name, zorder, incremental)
+        else:
+            zorder, incremental = (), False
         _checkpoint(ledger, name)
         if vacuum:
             _vacuum(ledger, name)

@@ -66,10 +66,10 @@ def _await(condition, what: str, timeout: float = 120.0):  # type: ignore[no-unt
 
 
 # Short-lived JVMs on a small test machine: the C1 compiler only and the serial collector start
-# faster and leave the other core to the other JVMs; the drivers and executors (pyspark's class
-# path, as the local session's) map the local session's class-data archive when it matches
-# (`make setup`; an archive that does not match is skipped). Tuning only: nothing checked
-# depends on it.
+# faster and leave the other core to the other JVMs; the drivers (pyspark's class path, as the
+# local session's) map the local session's class-data archive when it matches (`make setup`);
+# the executors' class path differs, so they skip it (-Xshare:auto). Tuning only: nothing
+# checked depends on it.
 TEST_JVM_OPTS = " ".join(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
                           *(jvm_archive.archive_options("spark", jars_dir("spark"))
                             or ["-Xshare:auto"])])
