@@ -27,7 +27,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,7 +43,7 @@ COPY_WINDOW_S = 5.0
 """In a supervised child, the stop signal again within this long is the supervisor's copy."""
 
 
-def stop_on_signals(stop: threading.Event, how: str) -> Callable[[], None]:
+def stop_on_signals(stop: stops.StopEvent, how: str) -> Callable[[], None]:
     """SIGTERM/SIGINT end a continuous run after recording what it did (a second signal
     stops at once); returns the function restoring the previous handlers.
 
@@ -80,6 +79,7 @@ def stop_on_signals(stop: threading.Event, how: str) -> Callable[[], None]:
         os._exit(128 + signum)  # the job has stopped: nothing left to record
 
     installed = {sig: signal.signal(sig, handle) for sig in stops.SIGNALS}
+    unwake = stop.wake_on_signals()
     early, held = stops.take()  # one that came while the command started stops it now
     previous = held or installed
     if early is not None:
@@ -88,6 +88,7 @@ def stop_on_signals(stop: threading.Event, how: str) -> Callable[[], None]:
         stop.set()
 
     def restore() -> None:
+        unwake()
         for sig, handler in previous.items():
             signal.signal(sig, after_stop if supervised and first else handler)
 
@@ -97,7 +98,7 @@ def stop_on_signals(stop: threading.Event, how: str) -> Callable[[], None]:
 def run_passes(name: str, one_pass: Callable[[int], None], *, every_s: float, once: bool,
                max_passes: int | None = None) -> int:
     """Run ``one_pass(n)`` every ``every_s`` until a signal (or ``once``/``max_passes``)."""
-    stop = threading.Event()
+    stop = stops.StopEvent()
     restore = None if once else stop_on_signals(stop, "after the pass in flight")
     passes = 0
     try:
@@ -161,7 +162,7 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
     The child inherits stdout and stderr (its lines are the job's); SIGTERM and SIGINT are
     passed on to it and it stops as the job would.
     """
-    stop = threading.Event()
+    stop = stops.StopEvent()
     child: subprocess.Popen | None = None
     forwarded: list[int] = []
 
@@ -180,6 +181,7 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         return 0
+    unwake = stop.wake_on_signals()  # a stop during a restart's delay ends the delay
     env = {**os.environ, settings.SUPERVISED_CHILD: "1"}
     crashes = 0
     try:
@@ -199,6 +201,7 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
             if stop.wait(delay):
                 return 0
     finally:
+        unwake()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

@@ -28,7 +28,6 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -38,6 +37,7 @@ from confluent_kafka.admin import AdminClient
 
 from ledger.config import ClusterConfig, Config, ConfigError, FlowConfig
 from ledger.errors import first_line
+from pipelines import stops
 from pipelines.edge import kafka_admin, kafka_errors
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def await_reachable(cluster: ClusterConfig, wait_s: float,
 
 
 def ride_out(step: Callable[[], T], wait_s: float, what: str, *, bound: str = "",
-             retry_s: float = 1.0, stop: threading.Event | None = None) -> T | None:
+             retry_s: float = 1.0, stop: stops.Stop | None = None) -> T | None:
     """``step()``, called again while it fails with a transient fault (``kafka_errors.TRANSIENT``:
     a cluster away or restarting, a leader moving) for up to ``wait_s`` seconds, with one
     warning naming ``what`` (and ``bound``, what sets ``wait_s``); any other failure, and the

@@ -62,7 +62,6 @@ if __package__ in (None, ""):  # `spark-submit pipelines/replicate/job.py`: make
 
 import argparse
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -70,7 +69,7 @@ from typing import Any
 from ledger.config import Config, ConfigError, reload_config
 from ledger.errors import first_line
 from ledger.policy import ReplicationPolicy
-from pipelines import metrics
+from pipelines import metrics, stops
 from pipelines.acls import sync as acl_sync
 from pipelines.args import add_flow_arguments, add_startup_wait
 from pipelines.edge import kafka_admin, preflight
@@ -184,7 +183,7 @@ def _replicate_until(replicator: FlowReplicator, until: dict[TP, int], timeout_s
 def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
                            interval_s: float = DEFAULT_INTERVAL_S,
                            refresh_s: float = DEFAULT_REFRESH_S,
-                           stop: threading.Event | None = None,
+                           stop: stops.Stop | None = None,
                            executor: str = "auto", mode: str = "stream",
                            commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
                            exactly_once: bool | None = None,
@@ -208,7 +207,7 @@ def replicate_continuously(spark: Any | None, config: Config, flow_name: str, *,
     """
     if mode != "stream":
         raise RetiredModeError(mode)
-    stop = stop or threading.Event()
+    stop = stop or stops.StopEvent()
     observers = [o for o in (on_commit, observer and observer.commit_recorded) if o]
     streamer = StreamingReplicator(spark, config, flow_name,
                                    commit_interval_s=commit_interval_s,
@@ -332,7 +331,7 @@ def _run(args: argparse.Namespace, config: Config, observer: ReplicationObserver
         for topic, message in sorted(result.errors.items()):
             print(f"error: topic {topic} not replicated: {message}", file=sys.stderr)
         return 1 if result.errors else 0
-    stop = threading.Event()
+    stop = stops.StopEvent()
     restore = stop_on_signals(stop, "the copy tasks flush and their runs are recorded")
     started = time.perf_counter()
     try:

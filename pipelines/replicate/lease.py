@@ -50,6 +50,7 @@ from typing import Any, Protocol
 
 from ledger.config import ClusterConfig
 from ledger.errors import OffsetLedgerError
+from pipelines import stops
 from pipelines.edge import kafka_admin, kafka_errors, preflight
 from pipelines.replicate import channel
 
@@ -199,7 +200,7 @@ class RunsChannel:
         self._consumer: Any = None
         self._member = 0  # which consumer is the current member: older ones' callbacks are void
         self._producer: Any = None
-        self.stop: threading.Event | None = None  # the driver's stop request, set by its run
+        self.stop: stops.Stop | None = None  # the driver's stop request, set by its run
 
     def check_stop(self, waiting_for: str) -> None:
         """Raise :class:`StoppedWhileAway` if the driver was asked to stop."""

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +43,7 @@ from typing import Any
 from ledger import clock
 from ledger.config import Config
 from ledger.errors import OffsetLedgerError, first_line
+from pipelines import stops
 from pipelines.edge import kafka_admin, kafka_errors, preflight
 from pipelines.replicate import channel, plan, sink, source, stream_task
 from pipelines.replicate.lease import LEASE_RETAKE_S, SESSION_TIMEOUT_MS, LeaseError, RunsChannel
@@ -198,7 +198,7 @@ class StreamingReplicator:
 
     # --- the loop --------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event, *, interval_s: float, refresh_s: float,
+    def run(self, stop: stops.Stop, *, interval_s: float, refresh_s: float,
             reload: Callable[[Config], Config]) -> None:
         self.channel.stop = stop  # every wait for the target ends on a stop request
         self.open()
@@ -229,7 +229,7 @@ class StreamingReplicator:
         self._stop_tasks(list(self.tasks))
         self.commit()
 
-    def _first_refresh(self, stop: threading.Event, reload: Callable[[Config], Config],
+    def _first_refresh(self, stop: stops.Stop, reload: Callable[[Config], Config],
                        retry_s: float = 1.0) -> None:
         """The first topic selection and placement, then the tasks; a transient fault of
         either cluster meanwhile is waited out for up to the start-up wait (a broker killed

@@ -164,7 +164,7 @@ STOPPED_CHILD = """
 import signal, sys, threading, time
 from pipelines import passes, stops
 stops.hold()
-stop = threading.Event()
+stop = stops.StopEvent()
 restore = passes.stop_on_signals(stop, "after the pass in flight")
 open(sys.argv[1], "w").close()
 stop.wait()

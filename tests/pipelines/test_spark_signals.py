@@ -19,12 +19,16 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# The program stops as a job does: its handlers set a StopEvent that every signal wakes (a
+# threading.Event here slept through a signal that landed at the wrong moment: reliability F23).
 PROGRAM = """
-import signal, sys, threading
+import signal, sys
 from pipelines.spark import get_spark
-stop = threading.Event()
+from pipelines.stops import StopEvent
+stop = StopEvent()
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
 signal.signal(signal.SIGINT, lambda *_: stop.set())
+stop.wake_on_signals()
 spark = get_spark("signals", master="local[1]", ui=False)
 spark.range(1).write.format("delta").mode("append").save(sys.argv[1])
 print("ready", flush=True)

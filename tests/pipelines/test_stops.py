@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -97,3 +98,85 @@ def test_nothing_is_held_outside_the_main_thread():
     t.start()
     t.join()
     assert held == [False]
+
+
+# A signal handler runs in the main thread between two lines of whatever it was running: here
+# it is made to run before each line of a wait in turn (a line trace), which is every place a
+# SIGTERM can land. With threading.Event the handler's set() waits for the lock its own thread
+# holds inside Event.wait, forever (reliability F23); the program runs apart so that such a
+# hang fails the test instead of the suite.
+EVERY_LINE = """
+import sys, time
+from pipelines.stops import StopEvent
+
+def lines_of_a_wait(at, timeout):
+    stop, times, set_at = StopEvent(), [], []
+    def trace(frame, event, arg):
+        if event == "line":
+            times.append(time.monotonic())
+            if len(times) == at:
+                set_at.append(times[-1])
+                stop.set()  # the handler's whole body: what a SIGTERM runs here
+        return trace
+    started = time.monotonic()
+    sys.settrace(trace)
+    woke = stop.wait(timeout)
+    sys.settrace(None)
+    return [t - started for t in times], woke, time.monotonic() - set_at[0] if set_at else None
+
+# The lines a wait runs before it blocks: those of a 0.5 s wait that come before 0.25 s.
+times, woke, _ = lines_of_a_wait(0, 0.5)
+before = sum(t < 0.25 for t in times)
+assert 0 < before < len(times) and not woke
+for at in range(1, before + 1):  # the stop set before each of them: the wait ends at once
+    _, woke, after_set = lines_of_a_wait(at, 30)
+    assert woke and after_set < 5, (at, after_set)
+print("handled before each of", before, "lines", flush=True)
+"""
+
+
+def test_a_stop_set_by_a_signal_handler_anywhere_in_a_wait_ends_the_wait():
+    done = subprocess.run([sys.executable, "-c", EVERY_LINE], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("handled before each of")
+
+
+def test_a_stop_wakes_every_waiting_thread_and_stays_set():
+    stop = stops.StopEvent()
+    woke: list[bool] = []
+    waiters = [threading.Thread(target=lambda: woke.append(stop.wait(30))) for _ in range(3)]
+    for t in waiters:
+        t.start()
+    assert not stop.wait(0.01) and not stop.is_set()
+    stop.set()
+    stop.set()  # idempotent
+    for t in waiters:
+        t.join(10)
+    assert woke == [True, True, True] and stop.is_set() and stop.wait(0)
+
+
+@pytest.mark.parametrize("to_a_thread", [False, True])
+def test_a_signal_stops_a_pass_loop_waiting_its_interval(caplog, to_a_thread):
+    """The loop waits 60 s between passes; the SIGTERM ends that wait, not the interval.
+
+    The kernel gives a process's signal to any of its threads that does not block it; in
+    another thread it used not to interrupt the main thread's wait at all (F23)."""
+    passes: list[int] = []
+
+    def signal_from_a_thread() -> None:
+        if to_a_thread:  # delivered to this thread, as the kernel may choose
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def one_pass(n: int) -> None:
+        passes.append(n)
+        threading.Timer(0.2, signal_from_a_thread).start()
+
+    before = signal.getsignal(signal.SIGTERM)
+    t0 = time.monotonic()
+    assert run_passes("checkpoint", one_pass, every_s=60, once=False) == 0
+    assert passes == [0] and time.monotonic() - t0 < 30
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert "stopping, after the pass in flight" in caplog.text
