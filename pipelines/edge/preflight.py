@@ -30,19 +30,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ledger.config import ClusterConfig, Config, ConfigError, FlowConfig
 from ledger.errors import first_line
-from pipelines import stops
 from pipelines.edge import kafka_admin, kafka_errors
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class Waitable(Protocol):
+    """A stop request a retry waits on (``pipelines.stops.StopEvent``; ``threading.Event``)."""
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
 
 PROBE_TIMEOUT_S = 5.0
 """A live cluster answers a metadata request well within this; a dead one is told at once."""
@@ -108,7 +114,7 @@ def await_reachable(cluster: ClusterConfig, wait_s: float,
 
 
 def ride_out(step: Callable[[], T], wait_s: float, what: str, *, bound: str = "",
-             retry_s: float = 1.0, stop: stops.Stop | None = None) -> T | None:
+             retry_s: float = 1.0, stop: Waitable | None = None) -> T | None:
     """``step()``, called again while it fails with a transient fault (``kafka_errors.TRANSIENT``:
     a cluster away or restarting, a leader moving) for up to ``wait_s`` seconds, with one
     warning naming ``what`` (and ``bound``, what sets ``wait_s``); any other failure, and the
