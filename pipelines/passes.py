@@ -188,7 +188,7 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
         while True:
             child = subprocess.Popen([*(program or [sys.executable, "-m", "pipelines.cli"]),
                                       *argv], env=env, preexec_fn=_start_child)
-            code = child.wait()
+            code = _wait(child, stop)
             if code >= 0:
                 return code
             if stop.is_set():
@@ -204,6 +204,21 @@ def supervise(name: str, argv: list[str], program: list[str] | None = None) -> i
         unwake()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _wait(child: subprocess.Popen, stop: stops.StopEvent) -> int:
+    """``child.wait()``, with a stop signal forwarded as it arrives: a plain ``waitpid`` runs
+    the handler only once the child has ended, when the signal came just before the call or
+    to another thread of the supervisor (F23), and the child would never be told to stop."""
+    try:
+        pidfd = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):  # no pidfd (not Linux 5.3+): waitpid, as before
+        return child.wait()
+    try:
+        stop.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    return child.wait()
 
 
 def _stopped(name: str, signum: int, forwarded: list[int]) -> int:

@@ -138,6 +138,19 @@ class StopEvent:
                 _drain(self._signals)
         return self._flag
 
+    def wait_readable(self, fd: int) -> None:
+        """Wait until ``fd`` is readable (a child's pidfd: it ended); in the main thread the
+        handler of every signal runs as the signal arrives, not once the wait is over. A stop
+        does not end this wait: the caller's handler acts on it (forwards it to the child)."""
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            poller.register(self._signals, select.POLLIN)
+        while not any(ready == fd for ready, _ in poller.poll()):
+            if main:  # the loop's jump back runs the handler of what woke it
+                _drain(self._signals)
+
     def __del__(self) -> None:
         for name in ("_read", "_write", "_signals", "_signalled"):
             fd = getattr(self, name, -1)
