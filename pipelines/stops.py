@@ -88,8 +88,8 @@ def release() -> int | None:
 
 class StopEvent:
     """A stop request that a signal handler may set: ``threading.Event``'s ``set``,
-    ``is_set`` and ``wait``, without a lock, and a main-thread wait that every signal ends at
-    once (see the module docstring).
+    ``is_set`` and ``wait``, without a lock; in the main thread, once :meth:`wake_on_signals`
+    was called, a wait runs a signal's handler as the signal arrives (see the module docstring).
 
     Every thread may wait on it; once set it stays set. Its pipes are not inherited by
     children and are closed when it is collected.
