@@ -147,21 +147,13 @@ def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
 def commits_since(ledger: LedgerEngine | Ledger, flow: str) -> int:
     """How many offset_syncs commits the flow's snapshot is behind; without a snapshot, every
     commit of the table (a young ledger is cheap to read raw: no refresh until it is not)."""
-    engine = LedgerEngine.of(ledger)
-    version = engine.version(OFFSET_SYNCS)
-    head = _head(engine, flow)
-    return version + 1 if head is None else version - int(head["offset_syncs_version"])
+    return _Behind.of(LedgerEngine.of(ledger), flow).commits()
 
 
 def runs_since(ledger: LedgerEngine | Ledger, flow: str, limit: int) -> int:
     """How many runs of the flow a store load reads besides its snapshot (the tail after
     ``covered_until``; without a snapshot, every run of the flow), counted up to ``limit``."""
-    engine = LedgerEngine.of(ledger)
-    version = engine.version(OFFSET_SYNCS)
-    where = _tail_where(flow, _head(engine, flow), version)
-    rows = engine.query(f"SELECT COUNT(*) AS runs FROM (SELECT 1 FROM {{s}} WHERE {where} "
-                        f"LIMIT {int(limit)}) AS t", {"s": version}, s=OFFSET_SYNCS)
-    return int(rows[0]["runs"])
+    return _Behind.of(LedgerEngine.of(ledger), flow).runs(limit)
 
 
 def snapshot_spans(ledger: LedgerEngine | Ledger, flow: str) -> int:
@@ -183,8 +175,7 @@ def tail_outgrew(ledger: LedgerEngine | Ledger, flow: str, runs: int) -> bool:
         at least once   snapshot 1,000 spans   tail 50,000 runs  -> refresh (50x fewer rows)
         exactly once    snapshot 1.4M spans    tail 50,000 runs  -> not yet (as many rows)
     """
-    bound = max(runs, snapshot_spans(ledger, flow))
-    return runs_since(ledger, flow, bound) >= bound
+    return _Behind.of(LedgerEngine.of(ledger), flow).outgrew(runs)
 
 
 def refresh_if_behind(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
@@ -194,10 +185,48 @@ def refresh_if_behind(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[s
     """Refresh the snapshots of ``flows`` that are ``commits`` or more commits behind, or
     whose tail outgrew ``runs`` runs and the snapshot (:func:`tail_outgrew`: a flow of many
     partitions writes hundreds of runs a commit, a tail that costs each store load seconds
-    long before ``commits`` are reached)."""
-    behind = [f for f in flows if commits_since(ledger, f) >= commits
-              or (runs is not None and tail_outgrew(ledger, f, runs))]
+    long before ``commits`` are reached). Each flow's version and snapshot head are read once
+    for both tests (a continuous ``checkpoint`` asks every pass)."""
+    engine = LedgerEngine.of(ledger)
+    behind = []
+    for flow in flows:
+        state = _Behind.of(engine, flow)
+        if state.commits() >= commits or (runs is not None and state.outgrew(runs)):
+            behind.append(flow)
     return refresh(ledger, clusters, only=behind, window=window) if behind else []
+
+
+@dataclass(frozen=True)
+class _Behind:
+    """How far a flow's snapshot is behind ``offset_syncs`` at one version: what the public
+    helpers above ask, with the version and the snapshot's head read once."""
+
+    engine: LedgerEngine
+    flow: str
+    version: int
+    head: dict | None
+
+    @classmethod
+    def of(cls, engine: LedgerEngine, flow: str) -> _Behind:
+        return cls(engine, flow, engine.version(OFFSET_SYNCS), _head(engine, flow))
+
+    def commits(self) -> int:
+        if self.head is None:
+            return self.version + 1
+        return self.version - int(self.head["offset_syncs_version"])
+
+    def runs(self, limit: int) -> int:
+        where = _tail_where(self.flow, self.head, self.version)
+        rows = self.engine.query(f"SELECT COUNT(*) AS runs FROM (SELECT 1 FROM {{s}} WHERE "
+                                 f"{where} LIMIT {int(limit)}) AS t", {"s": self.version},
+                                 s=OFFSET_SYNCS)
+        return int(rows[0]["runs"])
+
+    def outgrew(self, runs: int) -> bool:
+        # Without a head the flow has no snapshot rows: no spans to count.
+        spans = 0 if self.head is None else snapshot_spans(self.engine, self.flow)
+        bound = max(runs, spans)
+        return self.runs(bound) >= bound
 
 
 def snapshot_flows(ledger: LedgerEngine | Ledger) -> set[str]:
