@@ -124,11 +124,7 @@ class StopEvent:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the stop is asked or ``timeout`` seconds pass; whether it was asked."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        main = threading.current_thread() is threading.main_thread()
-        poller = select.poll()  # not select(): no FD_SETSIZE limit in a busy process
-        poller.register(self._read, select.POLLIN)
-        if main:
-            poller.register(self._signals, select.POLLIN)
+        poller, main = self._poller(self._read)
         while not self._flag:  # the loop's jump back runs a handler a signal left pending
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -142,14 +138,20 @@ class StopEvent:
         """Wait until ``fd`` is readable (a child's pidfd: it ended); in the main thread the
         handler of every signal runs as the signal arrives, not once the wait is over. A stop
         does not end this wait: the caller's handler acts on it (forwards it to the child)."""
-        poller = select.poll()
+        poller, main = self._poller(fd)
+        while not any(ready == fd for ready, _ in poller.poll()):
+            if main:  # the loop's jump back runs the handler of what woke it
+                _drain(self._signals)
+
+    def _poller(self, fd: int) -> tuple[select.poll, bool]:
+        """A poll of ``fd`` and, in the main thread (then ``True``), of the wakeup pipe; the
+        caller drains that pipe after each wake-up."""
+        poller = select.poll()  # not select(): no FD_SETSIZE limit in a busy process
         poller.register(fd, select.POLLIN)
         main = threading.current_thread() is threading.main_thread()
         if main:
             poller.register(self._signals, select.POLLIN)
-        while not any(ready == fd for ready, _ in poller.poll()):
-            if main:  # the loop's jump back runs the handler of what woke it
-                _drain(self._signals)
+        return poller, main
 
     def __del__(self) -> None:
         for name in ("_read", "_write", "_signals", "_signalled"):
