@@ -159,8 +159,10 @@ def runs_since(ledger: LedgerEngine | Ledger, flow: str, limit: int) -> int:
 def snapshot_spans(ledger: LedgerEngine | Ledger, flow: str) -> int:
     """How many spans the flow's snapshot holds (0 without one)."""
     engine = LedgerEngine.of(ledger)
-    if not engine.exists(OFFSET_SYNC_SPANS):
-        return 0
+    return _span_count(engine, flow) if engine.exists(OFFSET_SYNC_SPANS) else 0
+
+
+def _span_count(engine: LedgerEngine, flow: str) -> int:
     rows = engine.query(f"SELECT COUNT(*) AS spans FROM {{sp}} WHERE flow = {literal(flow)}",
                         sp=OFFSET_SYNC_SPANS)
     return int(rows[0]["spans"])
@@ -223,8 +225,8 @@ class _Behind:
         return int(rows[0]["runs"])
 
     def outgrew(self, runs: int) -> bool:
-        # Without a head the flow has no snapshot rows: no spans to count.
-        spans = 0 if self.head is None else snapshot_spans(self.engine, self.flow)
+        # A head means the table exists; without one the flow has no spans to count.
+        spans = 0 if self.head is None else _span_count(self.engine, self.flow)
         bound = max(runs, spans)
         return self.runs(bound) >= bound
 
