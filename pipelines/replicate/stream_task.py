@@ -355,6 +355,19 @@ class _Copier:
             o.start = runs[-1].upstream_end
             o.bytes, o.newest = 0, -1
         self._report_taken(out)
+        if final and not self.eos:
+            self._deliver_last_report()
+
+    def _deliver_last_report(self) -> None:
+        """At-least-once, stopping: send the report the final flush queued before the task
+        exits (an exiting process drops what its producer still holds, and the copies it
+        names would be copied again by the next run: F24). Exactly-once needs nothing: the
+        report is in the transaction its commit flushed."""
+        remaining = self.producer.flush(FLUSH_TIMEOUT_S)
+        if remaining:
+            log.warning("task %s: its last report was not delivered within %.0fs: the copies "
+                        "it names are unrecorded, and copied again by the next run",
+                        self.spec.task, FLUSH_TIMEOUT_S)
 
     def _report_taken(self, out: list[channel.Delivered]) -> None:
         if out:

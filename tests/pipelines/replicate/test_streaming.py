@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pipelines.edge import kafka_admin
+from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate import channel, topics
 from pipelines.replicate.job import LeaseError, replicate_continuously
 from tests.pipelines.replicate.kafka_io import (
@@ -120,6 +120,55 @@ def test_streams_records_and_records_exact_runs_each_commit(make_config, unique)
     assert job.result.records_copied == 3 * 65 and job.result.errors == {}
     # Three partitions stream in one task (plan.task_count: its costs are per task).
     assert len({d.task for d in parts}) == 1
+
+
+def test_a_stop_records_every_copy_its_tasks_made_whatever_the_linger(make_config,
+                                                                      kafka_clusters, unique):
+    """F24 (torture seed 7000 alo): a task asked to stop flushed its copies, queued the report
+    of what that flush delivered, and exited without sending it; the next run copied those
+    records again, duplicates without a crash. A target ``linger.ms`` of a second (a
+    throughput setting) holds the report past the task's exit at every stop under load."""
+    topic = unique("linger")
+    clusters = {a: {"bootstrap.servers": kafka_clusters.bootstrap(a)} for a in ("P", "B")}
+    clusters["B"]["linger.ms"] = 1000
+    config = make_config(clusters=clusters, flows={"P->B": {"topics": [topic]}})
+    p, b = config.cluster("P"), config.cluster("B")
+    create(p, topic, 2)
+    writing = threading.Event()
+    writing.set()
+
+    def write() -> None:  # copies are always in flight when the stop comes
+        n = 0
+        while writing.is_set():
+            produce(p, topic, sample(2, 5, f"w{n}"))
+            n += 1
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        job = Job(config)
+        try:
+            job.wait_for(lambda: covered(config, topic, {0: 30, 1: 30}), "first runs")
+        finally:
+            job.finish()
+    finally:
+        writing.clear()
+        writer.join(30)
+    replica = _replica_ends(b, f"P.{topic}")
+    recorded = {q: max(d + n for q2, _, d, n in runs_of(config, topic) if q2 == q)
+                for q in range(2)}
+    assert recorded == replica, "every copy on the target is in a recorded run"
+    job = Job(config)  # resumes where the recorded runs end: nothing is copied twice
+    try:
+        job.wait_for(lambda: covered(config, topic, {q: _source_end(p, topic, q)
+                                                     for q in range(2)}), "the rest")
+    finally:
+        job.finish()
+    check_exact(config, topic, 2)
+    source = read_all(p, topic, 2)
+    assert {q: len(r) for q, r in read_all(b, f"P.{topic}", 2).items()} == \
+        {q: len(r) for q, r in source.items()}
 
 
 def test_topics_created_grown_and_removed_while_streaming(make_config, unique):
@@ -232,6 +281,16 @@ def test_a_second_driver_of_a_flow_takes_over_and_the_first_stops(make_config, u
     finally:
         job.stop.set()
         job.thread.join(60)
+
+
+def _replica_ends(cluster, topic: str) -> dict[int, int] | None:
+    if topic not in kafka_admin.list_topics(cluster):
+        return None
+    return {q: hi for q, (_, hi) in kafka_offsets.watermarks(cluster, topic, 2).items()}
+
+
+def _source_end(cluster, topic: str, partition: int) -> int:
+    return kafka_offsets.watermarks(cluster, topic, partition + 1)[partition][1]
 
 
 def _children(pid: int) -> list[int]:
