@@ -80,6 +80,10 @@ class History:
     final_consume_s: float
     commit_interval_s: float = 2.0
     notes: dict[str, object] = field(default_factory=dict)
+    # ``linger.ms`` in both clusters' properties (offset-ledger's clients only; None: the
+    # defaults, 2 ms for the replica producer): a throughput setting that holds every produce,
+    # the copy tasks' reports included, that long before it is sent (F24)
+    linger_ms: int | None = None
 
     def describe(self) -> str:
         topics = ", ".join(f"{t.name}[{t.partitions}] {t.producer} {t.rate:g}/s"
@@ -90,8 +94,9 @@ class History:
             f"{' regex' if p.by_regex else ''}{' catch-up' if p.catch_up else ''}"
             f" faults[{', '.join(f'{f.kind}:{f.target}' for f in p.faults) or '-'}]"
             for p in self.phases)
+        settings = "" if self.linger_ms is None else f"; clusters linger.ms {self.linger_ms}"
         return (f"seed {self.seed} mode {self.mode}: topics {topics}; groups {groups}; "
-                f"moves {moves}")
+                f"moves {moves}{settings}")
 
 
 def _hot_partitions(rng: random.Random, partitions: int) -> tuple[tuple[int, ...], ...]:
@@ -152,5 +157,6 @@ def generate(seed: int, mode: str) -> History:
         phases.append(Phase(round(rng.uniform(4, 10), 1), faults, move, here, there,
                             rng.random() < 0.5, rng.random() < 0.5, rng.random() < 0.6))
         here, there = there, here
+    linger_ms = later.choice((None, None, 100, 1000))
     return History(seed, mode, prefix, tuple(topics), tuple(groups), tuple(phases),
-                   round(rng.uniform(2, 5), 1))
+                   round(rng.uniform(2, 5), 1), linger_ms=linger_ms)

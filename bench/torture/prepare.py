@@ -11,6 +11,9 @@ Invariants:
       at scale, refreshed again and again under its faults. A snapshot keeps windows of 2
       spans (``ledger.spans.window``): an exactly-once partition's runs never coalesce, so
       its loads hold windows and read a partition's raw runs for a group behind its window.
+    * Half the histories give both clusters a ``linger.ms`` of 100 or 1000 ms
+      (``History.linger_ms``), as a user tuning the replica producer for throughput would: every
+      report, lease message and checkpoint of offset-ledger then waits that long unless flushed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ def config_file(h: History, workdir: Path) -> tuple[Path, dict]:
         "ledger.spans.window": 2,
         "exactly.once.enabled": h.mode == "eos",
     }
+    if h.linger_ms is not None:
+        for cluster in raw["clusters"].values():
+            cluster["linger.ms"] = h.linger_ms
     path = workdir / "offset-ledger.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path, raw

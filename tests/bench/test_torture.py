@@ -29,7 +29,8 @@ def run_seed(seed: int, mode: str, tmp_path) -> None:
 # transactional producers (a quarter of their transactions aborted) under faults.
 SEEDS = [
     # continuous failover (--group-regex) under SIGSTOP of the P->B replicator and of P's
-    # broker and kill -9 of the replicator; failback --catch-up; three classic groups.
+    # broker and kill -9 of the replicator; failback --catch-up; three classic groups; the
+    # clusters' linger.ms at 100 (the client-settings draw, added after F24).
     pytest.param(195, "eos", id="seed195-eos"),
     # cutoff failover --catch-up under SIGTERM of the P->B replicator; failback
     # (--group-regex) under kill -9 of the B->P replicator and SIGTERM of the P->B one; a keyed
