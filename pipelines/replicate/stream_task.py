@@ -42,8 +42,9 @@ Invariants:
       Nothing the task raises is a librdkafka exception (those do not pickle): it raises
       :class:`TaskFailed` with the classified line.
     * The task stops when the driver asks on the channel's control partition (flushing and
-      reporting what it copied, committing its open transaction), or when its worker's parent
-      (the driver) is gone.
+      reporting what it copied, committing its open transaction; its last report is delivered
+      before it exits, whatever the producer's ``linger.ms``: F24), or when its worker's
+      parent (the driver) is gone.
     * Exactly-once: ``transactional.id`` is stable per task slot (``transactional_id``), so a
       restarted task fences its predecessor and aborts its open transaction.
 """
