@@ -155,14 +155,13 @@ def test_a_stop_records_every_copy_its_tasks_made_whatever_the_linger(make_confi
     finally:
         writing.clear()
         writer.join(30)
-    replica = _replica_ends(b, f"P.{topic}")
+    replica = _ends(b, f"P.{topic}", 2)
     recorded = {q: max(d + n for q2, _, d, n in runs_of(config, topic) if q2 == q)
                 for q in range(2)}
     assert recorded == replica, "every copy on the target is in a recorded run"
     job = Job(config)  # resumes where the recorded runs end: nothing is copied twice
     try:
-        job.wait_for(lambda: covered(config, topic, {q: _source_end(p, topic, q)
-                                                     for q in range(2)}), "the rest")
+        job.wait_for(lambda: covered(config, topic, _ends(p, topic, 2)), "the rest")
     finally:
         job.finish()
     check_exact(config, topic, 2)
@@ -283,14 +282,9 @@ def test_a_second_driver_of_a_flow_takes_over_and_the_first_stops(make_config, u
         job.thread.join(60)
 
 
-def _replica_ends(cluster, topic: str) -> dict[int, int] | None:
-    if topic not in kafka_admin.list_topics(cluster):
-        return None
-    return {q: hi for q, (_, hi) in kafka_offsets.watermarks(cluster, topic, 2).items()}
-
-
-def _source_end(cluster, topic: str, partition: int) -> int:
-    return kafka_offsets.watermarks(cluster, topic, partition + 1)[partition][1]
+def _ends(cluster, topic: str, partitions: int) -> dict[int, int]:
+    """``{partition: end offset}`` of ``topic`` now."""
+    return {q: hi for q, (_, hi) in kafka_offsets.watermarks(cluster, topic, partitions).items()}
 
 
 def _children(pid: int) -> list[int]:
