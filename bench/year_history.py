@@ -191,19 +191,22 @@ def snapshot(spark, pattern: Pattern, syncs, commits: int, t0: int, version: int
     runs coalesce into one span per partition; runs split by markers are each a span."""
     covered = f"timestamp_seconds({t0} + {COMMIT_S * (commits - 1)})"
     head = [f"CAST({version} AS BIGINT) AS offset_syncs_version", f"{covered} AS covered_until"]
+    unseekable = ["CAST(NULL AS BIGINT) AS seek_upstream_offset",  # no window: no seek floors
+                  "CAST(NULL AS BIGINT) AS seek_downstream_offset"]
     if pattern.marker:
         n = f"div(downstream_offset, {pattern.length + pattern.marker})"
         return syncs.selectExpr(*head, "flow", "source_cluster", "target_cluster", "topic",
                                 "replica_topic", "partition", "upstream_offset",
                                 "downstream_offset", "length", "'span' AS run_id",
-                                f"{n} AS batch_id", f"{covered} AS written_at")
+                                f"{n} AS batch_id", f"{covered} AS written_at", *unseekable)
     p = "CAST(id AS BIGINT)"
     per = (f"({_sql_active_before(str(commits), f'div({p}, {BLOCK})')} * "
            f"{pattern.runs * pattern.length})")
     columns = _run_columns(pattern, p, "0", "0", t0)
     columns[8] = f"CAST({per} AS BIGINT) AS length"
     columns[9:] = ["'span' AS run_id", "CAST(0 AS BIGINT) AS batch_id", f"{covered} AS written_at"]
-    return spark.range(0, PARTITIONS, numPartitions=1).selectExpr(*columns).selectExpr(*head, "*")
+    return (spark.range(0, PARTITIONS, numPartitions=1).selectExpr(*columns)
+            .selectExpr(*head, "*", *unseekable))
 
 
 # --- the other tables ---------------------------------------------------------------------------

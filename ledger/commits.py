@@ -28,7 +28,8 @@ Invariants:
       always safe, even after a failure that left a commit behind: the append's txn pair makes
       a repeat a no-op, and the MERGE on the natural key is idempotent.
     * Rows are converted with the table's own Arrow schema, so a commit never changes the
-      table's schema or protocol.
+      table's schema or protocol; only :func:`add_columns` does, and only by adding the
+      nullable columns a later release added to the table (``ledger.schemas.added_columns``).
     * Log checkpoints come at Spark's interval (``delta.checkpointInterval``, default 10; delta-rs
       alone would write one every 100 commits), so a reader replays at most that many JSON
       commits whichever engine wrote them.
@@ -49,7 +50,7 @@ from typing import Any
 from ledger import direct
 from ledger.clock import aware
 from ledger.errors import OffsetLedgerError, first_line
-from ledger.schemas import TABLES, arrow_schema
+from ledger.schemas import TABLES, added_columns, arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +276,31 @@ def replace_where(location: str, name: str, rows: Sequence[Mapping[str, Any]],
         _fallback(location, name, exc)
         return UNAVAILABLE
     return COMMITTED
+
+
+_DELTA_TYPES = {"bigint": "long", "int": "integer", "string": "string",
+                "boolean": "boolean", "timestamp": "timestamp", "double": "double"}
+
+
+def add_columns(location: str, name: str, opened: direct.Tables | None = None
+                ) -> list[str] | direct.Marker:
+    """Add to table ``name`` the nullable columns a later release added that it lacks (one
+    metadata commit, no data file written); return their names, or :data:`UNAVAILABLE`."""
+    table = _table(location, name, opened)
+    if table is UNAVAILABLE:
+        return UNAVAILABLE
+    from deltalake.schema import Field, PrimitiveType
+
+    have = {f.name for f in table.schema().fields}
+    missing = [c for c in added_columns(name) if c.name not in have]
+    try:
+        if missing:
+            table.alter.add_columns([Field(c.name, PrimitiveType(_DELTA_TYPES[c.type]),
+                                           nullable=True) for c in missing])
+    except Exception as exc:
+        _fallback(location, name, exc)
+        return UNAVAILABLE
+    return [c.name for c in missing]
 
 
 def create_missing_tables(location: str) -> list[str] | direct.Marker:

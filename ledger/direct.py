@@ -134,6 +134,20 @@ def version(location: str, name: str) -> int | Marker:
     return max(versions) if versions else UNAVAILABLE
 
 
+def columns(location: str, name: str, opened: Tables | None = None) -> set[str] | Marker:
+    """The column names table ``name`` has at its newest version (:data:`ABSENT`,
+    :data:`UNAVAILABLE` as :func:`version`, or when delta-rs cannot open it)."""
+    found = version(location, name)
+    if not isinstance(found, int):
+        return found
+    try:
+        table = open_table(local_path(location) / name, None, found, opened)
+        return {f.name for f in table.schema().fields}
+    except Exception as exc:  # damaged or unsupported: the caller's Spark names it
+        log.debug("%s not opened with delta-rs (%s)", name, first_line(exc, 200))
+        return UNAVAILABLE
+
+
 def _pylist(table: Any) -> list[dict[str, Any]]:
     """The rows of an Arrow table (arro3, as delta-rs returns it) as dicts, converted by arro3:
     no pyarrow, numpy or pandas import (each a large part of a verb's second on a small
@@ -148,7 +162,8 @@ def query(location: str, tables: Mapping[str, str], sql: str,
           opened: Tables | None = None) -> list[dict[str, Any]] | Marker:
     """Rows of ``sql`` over ledger tables registered as ``{sql_name: table_name}``.
 
-    Each table must have at least the columns of its ledger schema (``ledger.schemas``).
+    Each table must have at least the columns every release of it has (``ledger.schemas.
+    required_columns``: a column added later may be missing from an older table).
     ``versions`` (``{sql_name: version}``) reads those tables as of a Delta version (time
     travel, as Spark's ``versionAsOf``). ``opened`` (a dict the caller keeps for one command)
     reuses the tables opened by its earlier queries (see :func:`open_table`).
@@ -168,7 +183,7 @@ def query(location: str, tables: Mapping[str, str], sql: str,
     if any(not path.exists() for path in paths.values()):
         return ABSENT
     try:
-        from ledger.schemas import column_names
+        from ledger.schemas import required_columns
 
         builder = QueryBuilder()
         for alias, path in paths.items():
@@ -177,7 +192,7 @@ def query(location: str, tables: Mapping[str, str], sql: str,
                 raise ValueError(f"{tables[alias]}'s Delta log is incomplete")
             table = open_table(path, (versions or {}).get(alias), newest, opened)
             have = {f.name for f in table.schema().fields}
-            missing = [c for c in column_names(tables[alias]) if c not in have]
+            missing = [c for c in required_columns(tables[alias]) if c not in have]
             if missing:
                 raise ValueError(f"{tables[alias]} lacks columns {missing}")
             builder = builder.register(alias, table)

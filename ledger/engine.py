@@ -300,6 +300,34 @@ class LedgerEngine:
 
         self.ledger.replace(name, self._spark_frame(name, rows), F.col(column) == value)
 
+    def columns(self, name: str) -> set[str]:
+        """The columns table ``name`` has (one an earlier release created may lack the
+        columns added since: ``ledger.schemas.added_columns``)."""
+        if self._direct:
+            found = direct.columns(self.location, name, self._opened)
+            if isinstance(found, set):
+                return found
+            self.decline(f"delta-rs cannot open {name}")
+        return set(self.ledger.read(name).columns)
+
+    def add_columns(self, name: str) -> list[str]:
+        """Add the columns a later release added that table ``name`` lacks (a metadata commit;
+        none when it has them all): what a writer of the table does before writing them."""
+        from ledger.schemas import added_columns
+
+        have = self.columns(name)
+        missing = [c for c in added_columns(name) if c.name not in have]
+        if not missing:
+            return []
+        if self._direct:
+            done = commits.add_columns(self.location, name, self._opened)
+            if isinstance(done, list):
+                return done
+            self.decline(f"delta-rs cannot add columns to {name}")
+        self.spark.sql(f"ALTER TABLE {self.ledger.identifier(name)} ADD COLUMNS ("
+                       + ", ".join(f"`{c.name}` {c.type.upper()}" for c in missing) + ")")
+        return [c.name for c in missing]
+
     # --- offset-sync stores ----------------------------------------------------------------
 
     def load_store(self, flow: str, version: int | None = None,

@@ -52,6 +52,7 @@ class Column:
     type: str
     nullable: bool
     description: str
+    added: bool = False  # added after its table's first release: an older table lacks it
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class Table:
         return [c.name for c in self.columns]
 
 
-def _c(name: str, type_: str, description: str, *, null: bool = False) -> Column:
-    return Column(name, type_, null, description)
+def _c(name: str, type_: str, description: str, *, null: bool = False,
+       added: bool = False) -> Column:
+    return Column(name, type_, null, description, added)
 
 
 _RUN_COLUMNS = (
@@ -220,6 +222,12 @@ _TABLES = (
               _c("offset_syncs_version", BIGINT, "the version the spans cover"),
               _c("covered_until", TIMESTAMP, "the flow's newest written_at at that version"),
               *_RUN_COLUMNS,
+              _c("seek_upstream_offset", BIGINT, "a windowed partition's seek floor upstream "
+                 "(ledger.spans.seek_floors): from it up to the window, a read reads only the "
+                 "runs written since the offset asked; NULL: the whole epoch", null=True,
+                 added=True),
+              _c("seek_downstream_offset", BIGINT, "the same seek floor on the replica",
+                 null=True, added=True),
           ), ("flow", "topic", "partition", "batch_id"), derived=True),
 )
 
@@ -237,6 +245,18 @@ COLUMNS: dict[str, tuple[Column, ...]] = {t.name: t.columns for t in _TABLES}
 def column_names(name: str) -> list[str]:
     """The columns of table ``name``, in order."""
     return TABLES[name].column_names
+
+
+def added_columns(name: str) -> tuple[Column, ...]:
+    """The columns of table ``name`` added after its first release: a table written by an
+    earlier release lacks them until its writer adds them (:meth:`ledger.engine.LedgerEngine.
+    add_columns`), and its readers do without them meanwhile."""
+    return tuple(c for c in TABLES[name].columns if c.added)
+
+
+def required_columns(name: str) -> list[str]:
+    """The columns every table ``name`` has, whichever release created it."""
+    return [c.name for c in TABLES[name].columns if not c.added]
 
 PARTITION_COLUMNS: dict[str, tuple[str, ...]] = {name: () for name in TABLES}
 

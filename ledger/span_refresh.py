@@ -15,7 +15,11 @@ Invariants:
     * A partition of more than ``2 * window`` spans keeps those from its newest valid cut
       leaving at least ``window`` (:func:`ledger.spans.window_start`), numbered on from the
       spans its window leaves out (``batch_id``: the span's position in its epoch): a load
-      answers its offsets at or above the cut exactly, and reads the raw runs below it.
+      answers its offsets at or above the cut exactly, and reads the raw runs below it. Its
+      rows carry its seek floors (:func:`ledger.spans.seek_floors`, carried on from the
+      previous snapshot while its window goes on), above which that read is of the runs
+      written since the offset asked only. A table of an earlier release gains the two
+      columns at the first refresh (a metadata commit).
     * Another process may refresh the same flow at the same time (a checkpoint pass and the
       streaming job's upkeep): each load reads one version of the snapshot (F22), and a refresh
       never replaces a snapshot of a later ``offset_syncs`` version than its own.
@@ -33,7 +37,7 @@ from ledger.config import DEFAULT_SPANS_WINDOW
 from ledger.engine import LedgerEngine, literal, timestamp
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS
 from ledger.span_snapshots import SPAN_RUN_ID, Key, tail_start
-from ledger.spans import window_start
+from ledger.spans import seek_floors, window_start
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
 
@@ -42,19 +46,25 @@ def span_rows(store: OffsetSyncStore, source_cluster: str, target_cluster: str,
               written_at: dt.datetime, keys: Iterable[Key] | None = None,
               window: int | None = None) -> list[dict]:
     """offset_syncs-shaped rows of a store's spans (run_id "span", batch_id the span's
-    position in its epoch); with ``window``, each partition's from its window's start on."""
+    position in its epoch); with ``window``, each partition's from its window's start on, and
+    a windowed partition's seek floors (:func:`ledger.spans.seek_floors`) on each of its rows."""
     rows = []
     for topic, partition in sorted(store.runs if keys is None else keys):
         spans = store.runs.get((topic, partition), [])
         cut = 0 if window is None else window_start(spans, window)
-        first = store.dropped.get((topic, partition), 0) + cut
+        left_out = store.dropped.get((topic, partition), 0)
+        seek = (seek_floors(spans, cut, store.seek.get((topic, partition)) if left_out else None)
+                if left_out + cut else None)
+        seek_u, seek_d = seek or (None, None)
+        first = left_out + cut
         rows.extend({
             "flow": store.flow, "source_cluster": source_cluster,
             "target_cluster": target_cluster, "topic": topic,
             "replica_topic": store.replica_topics[topic], "partition": partition,
             "upstream_offset": span.upstream_offset, "downstream_offset": span.downstream_offset,
             "length": span.length, "run_id": SPAN_RUN_ID, "batch_id": first + index,
-            "written_at": written_at,
+            "written_at": written_at, "seek_upstream_offset": seek_u,
+            "seek_downstream_offset": seek_d,
         } for index, span in enumerate(spans[cut:]))
     return rows
 
@@ -137,6 +147,7 @@ def refresh(ledger: LedgerEngine | Ledger, clusters: dict[str, tuple[str, str]],
         now = _head(engine, flow)
         if now is not None and int(now["offset_syncs_version"]) > version:
             continue  # another process's refresh, at a later version, committed meanwhile
+        engine.add_columns(OFFSET_SYNC_SPANS)  # a table of an earlier release: once
         engine.replace(OFFSET_SYNC_SPANS, rows, "flow", flow)
         reports.append(RefreshReport(flow, version,
                                      int(previous["offset_syncs_version"]) if usable else None,

@@ -31,6 +31,7 @@ Invariants:
       spans, so a partition's lowest ``batch_id`` is how many spans its window leaves out
       (:meth:`SpanSnapshot.dropped`; 0: the whole epoch). A load carries that count on while
       the epoch goes on; a new epoch in the tail, or a rewind read raw, holds the whole epoch.
+      The window's seek floors (``SEEK_COLUMNS``, :meth:`SpanSnapshot.seeks`) go with it.
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ a short tail); beyond, they stay a DataFrame and Spark extends them
 
 ROW_COLUMNS = ("topic", "partition", "replica_topic", "upstream_offset", "downstream_offset",
                "length", "batch_id")
-
 """The columns of a snapshot row a load uses on the driver."""
+
+SEEK_COLUMNS = ("seek_upstream_offset", "seek_downstream_offset")
+"""A windowed partition's seek floors (on each of its rows; a table of an earlier release
+lacks the columns until its next refresh: its windows have no seek floors meanwhile)."""
 
 SPAN_RUN_ID = "span"
 """``run_id`` of a row that stands for a span of runs, not one replication run."""
@@ -162,8 +166,9 @@ class SpanSnapshot:
         if not head:  # the flow has no snapshot
             return None
         frame = restrict(table, topics, partitions)
+        columns = (*ROW_COLUMNS, *(c for c in SEEK_COLUMNS if c in table.columns))
         # Arrow, not Rows: a Row costs tens of microseconds to unpickle, a column value one.
-        found = (frame.select(*ROW_COLUMNS).limit(SNAPSHOT_ON_DRIVER + 1).toArrow()
+        found = (frame.select(*columns).limit(SNAPSHOT_ON_DRIVER + 1).toArrow()
                  .to_pylist())
         if len(found) > SNAPSHOT_ON_DRIVER:
             return cls(flow, int(head[0]["offset_syncs_version"]), head[0]["covered_until"],
@@ -184,6 +189,14 @@ class SpanSnapshot:
         leaves out (its lowest ``batch_id``; partitions held whole are absent)."""
         return {key: int(rows[0]["batch_id"]) for key, rows in (self.rows or {}).items()
                 if rows and rows[0]["batch_id"] > 0}
+
+    def seeks(self) -> dict[Key, tuple[int, int]]:
+        """Per windowed partition of the rows held that has them, its seek floors."""
+        return {key: (int(rows[0][SEEK_COLUMNS[0]]), int(rows[0][SEEK_COLUMNS[1]]))
+                for key, rows in (self.rows or {}).items()
+                if rows and rows[0]["batch_id"] > 0
+                and rows[0].get(SEEK_COLUMNS[0]) is not None
+                and rows[0].get(SEEK_COLUMNS[1]) is not None}
 
     def extend_on_driver(self, runs: DataFrame, limit: int | None = None) -> Extended | None:
         """The spans of every partition, from the snapshot and the tail collected to the driver
@@ -259,12 +272,20 @@ class SpanSnapshot:
                 .unionByName(tail.where(~partition_filter(rewound)))
                 .unionByName(runs.where(partition_filter(rewound)))), rewound
 
-    def windows(self) -> dict[Key, int]:
-        """:meth:`dropped` of a snapshot kept in Spark (one small aggregate to the driver)."""
+    def windows(self) -> tuple[dict[Key, int], dict[Key, tuple[int, int]]]:
+        """:meth:`dropped` and :meth:`seeks` of a snapshot kept in Spark (one small aggregate
+        to the driver)."""
         from pyspark.sql import functions as F
 
-        if self.frame is None:
-            return self.dropped()
-        found = (self.frame.groupBy("topic", "partition").agg(F.min("batch_id").alias("first"))
+        if self.frame is None or self.rows is not None:
+            return self.dropped(), self.seeks()
+        floors = [F.min(c).alias(c) for c in SEEK_COLUMNS if c in self.frame.columns]
+        found = (self.frame.groupBy("topic", "partition")
+                 .agg(F.min("batch_id").alias("first"), *floors)
                  .where(F.col("first") > 0).collect())
-        return {(r["topic"], r["partition"]): int(r["first"]) for r in found}
+        windows = {(r["topic"], r["partition"]): int(r["first"]) for r in found}
+        seeks = {(r["topic"], r["partition"]): (int(r[SEEK_COLUMNS[0]]),
+                                                int(r[SEEK_COLUMNS[1]]))
+                 for r in found if len(floors) == 2 and r[SEEK_COLUMNS[0]] is not None
+                 and r[SEEK_COLUMNS[1]] is not None}
+        return windows, seeks

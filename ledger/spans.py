@@ -79,6 +79,26 @@ The cut stays valid when runs are appended without a rewind into the spans (what
 :func:`extend` requires anyway), so a window extended with a tail keeps its floors. Below the
 floors, a reader must read the partition's raw runs: ``ledger.store`` does, for that
 partition only.
+
+Seek floors (:func:`seek_floors`, what a snapshot keeps beside a window so that a read below
+it costs the distance to the offset, not the age of the epoch): the floors of the lowest cut
+``R`` of the left-out spans such that ``R`` is valid and the spans from ``R`` to the window
+are **rewind-free** (each starts upstream at or above every end before it)::
+
+    spans    ..before R..| R  r1  r2 ... | window ...        rewind-free:  u(next) >= e(prev)
+    every position j in [R, window] is then a valid cut:
+        ends before R   <= min u from R on  <= u_j           (R valid)
+        ends in [R, j)  <= u_j <= every later u              (rewind-free: u and e increase)
+        window's u      >= every left-out end                (the window's cut is valid)
+
+So the runs written from any ``j`` in ``[R, window)`` on, prepended to the window, answer
+exactly every offset at or above ``(u_j, d_j)``: a reader reads the partition's runs written
+after some time, older and older, until the first run it holds lies at or below the offset
+(``ledger.store``), never the whole epoch. A rewind (or a new epoch's start) among the left-out
+spans moves ``R`` above it; below ``R`` the reader reads the whole epoch, as below a window
+without seek floors. Carried from one refresh to the next (the left-out spans only grow at the
+front of the window): the newly left-out spans keep the old ``R`` when they are rewind-free
+themselves, since the old window's cut bounds every earlier end by their starts.
 """
 
 from __future__ import annotations
@@ -88,7 +108,7 @@ from collections.abc import Iterable, Sequence
 
 from ledger.translation import Run, RunLike, current_epoch, epoch_starts
 
-__all__ = ["coalesce", "extend", "mergeable", "window_start"]
+__all__ = ["coalesce", "extend", "mergeable", "seek_floors", "window_start"]
 
 
 def mergeable(runs: Iterable[RunLike]) -> list[bool]:
@@ -200,3 +220,39 @@ def window_start(spans: Sequence[RunLike], keep: int) -> int:
         if highest <= lowest[k]:
             best = k
     return best
+
+
+def seek_floors(spans: Sequence[RunLike], cut: int,
+                carried: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The seek floors ``(U_R, D_R)`` of a window cut at ``cut`` (see the module docstring).
+
+    Args:
+        spans: one partition's current-epoch spans held before the cut (write order): the
+            whole epoch, or a previous window extended with its tail.
+        cut: where the new window starts (:func:`window_start`); ``spans[:cut]`` are left out.
+        carried: the previous window's seek floors when ``spans`` starts at a previous window
+            (``None``: that window had none, or ``spans`` is the whole epoch).
+
+    Returns:
+        The floors of the lowest valid cut ``R <= cut`` of ``spans`` from which the left-out
+        spans are rewind-free, or ``carried`` when all of ``spans[:cut]`` are (the earlier
+        ``R`` stands); ``None`` when no left-out span is seekable.
+    """
+    items = [Run.of(s) for s in spans]
+    if cut == 0:
+        return carried
+    first = cut - 1  # spans[first:cut] rewind-free: each starts at or above the previous end
+    while first > 0 and items[first].upstream_offset >= items[first - 1].upstream_end:
+        first -= 1
+    if first == 0 and carried is not None:
+        return carried
+    lowest = [0] * (len(items) + 1)  # lowest[k]: min u of items[k:]
+    lowest[len(items)] = 1 << 62
+    for k in range(len(items) - 1, -1, -1):
+        lowest[k] = min(items[k].upstream_offset, lowest[k + 1])
+    highest = max((s.upstream_end for s in items[:first]), default=0)
+    for j in range(first, cut):
+        if highest <= lowest[j]:
+            return lowest[j], items[j].downstream_offset
+        highest = max(highest, items[j].upstream_end)
+    return None

@@ -19,22 +19,32 @@ Invariants:
       (:func:`ledger.spans.window_start`), which answer every offset at or above the window's
       floors (``floors``); an offset below them makes the store read that partition's raw runs
       first (:meth:`OffsetSyncStore.deepen`, at the store's version), never guess. So a load
-      costs the windows, whatever the age of an exactly-once flow, and a group far behind the
-      head costs one read of its partitions' history::
+      costs the windows, whatever the age of an exactly-once flow. A group behind the window
+      but at or above the partition's seek floors (``seek``) costs a read of the runs written
+      since its offset's (:mod:`ledger.span_seek`); only one below those reads the partition's
+      whole epoch::
 
-          partition's epoch    |<-- dropped spans -->|<-- window (held) -->|<- tail ->|
-          offsets answered      deepen() first        forward(x >= U), reverse(c >= D)
+          partition's epoch    |<-- whole epoch --|<-- seek: by time -->|<-- window -->|<- tail
+          offsets answered      deepen() whole      deepen() to offset   forward(x >= U),
+                                                                         reverse(c >= D)
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ledger import translation
-from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS
-from ledger.span_snapshots import SpanSnapshot, partition_filter, restrict, tail_start
+from ledger import span_seek, translation
+from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS, added_columns
+from ledger.span_snapshots import (
+    SEEK_COLUMNS,
+    SpanSnapshot,
+    partition_filter,
+    restrict,
+    tail_start,
+)
 from ledger.span_sql import RUN_COLUMNS, spans_sql
 
 if TYPE_CHECKING:  # pyspark is imported where Spark reads: a delta-rs load never needs it
@@ -52,6 +62,8 @@ class SqlReader(Protocol):
 
     def query(self, sql: str, versions: Mapping[str, int | None] | None = None,
               **tables: str) -> list[dict[str, Any]]: ...
+
+    def columns(self, table: str) -> set[str]: ...
 
     def load_store(self, flow: str, version: int | None = None,
                    topics: set[str] | None = None,
@@ -106,6 +118,17 @@ class OffsetSyncStore:
         default=None, compare=False, repr=False)
     """Loads the raw-run spans of some partitions at ``version`` (what :meth:`deepen` uses);
     set by the load."""
+    seek: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    """Per windowed partition that has them, its seek floors (:func:`ledger.spans.
+    seek_floors`): from them up to its window, :meth:`deepen` reads by time."""
+    covered_until: dt.datetime | None = None
+    """The snapshot's ``covered_until`` when the store holds windows (seeks go back from it)."""
+    recent: span_seek.Reader | None = field(default=None, compare=False, repr=False)
+    """Reads some partitions' runs written in a slice of time, at ``version`` (a seek's
+    read); set by the load."""
+    prepended: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Per partition a seek reached, how many runs it put before the window as loaded."""
+    seek_step: dt.timedelta = span_seek.SEEK_FIRST_STEP
 
     def floors(self, topic: str, partition: int) -> tuple[int, int] | None:
         """``(U, D)``: the lowest upstream and downstream offsets the held window of
@@ -124,13 +147,41 @@ class OffsetSyncStore:
             (upstream is not None and upstream < floors[0])
             or (downstream is not None and downstream < floors[1]))
 
-    def deepen(self, keys: Iterable[tuple[str, int]]) -> None:
-        """Replace the windows of ``keys`` by their whole epoch, read from the raw runs.
+    def window(self, topic: str, partition: int) -> list[translation.Run]:
+        """The spans of ``topic[partition]`` as loaded (without the runs a seek put before)."""
+        return self.runs.get((topic, partition), [])[self.prepended.get((topic, partition), 0):]
+
+    def deepen(self, keys: Iterable[tuple[str, int]],
+               offsets: Mapping[tuple[str, int], tuple[int | None, int | None]] | None = None,
+               ) -> None:
+        """Make the windows of ``keys`` answer lower offsets, reading the raw runs.
+
+        Args:
+            keys: the partitions to deepen (those held whole are left as they are).
+            offsets: per partition, the lowest ``(upstream, downstream)`` offsets to answer
+                (``None`` on a side: none there). A partition whose offsets lie at or above its
+                seek floors gets the runs written since their run (:mod:`ledger.span_seek`);
+                any other, or one not given, its whole epoch.
 
         Raises:
             ValueError: the store has no ledger to read from (built from rows).
         """
         wanted = {k for k in keys if self.dropped.get(k)}
+        if offsets and self.recent is not None and self.covered_until is not None:
+            targets = {}
+            for key in wanted & set(offsets) & set(self.seek):
+                upstream, downstream = offsets[key]
+                floor_u, floor_d = self.seek[key]
+                if (upstream is None or upstream >= floor_u) \
+                        and (downstream is None or downstream >= floor_d):
+                    targets[key] = span_seek.Target(upstream, downstream, self.seek[key],
+                                                    self.window(*key)[0].downstream_offset)
+            found = span_seek.seek(self.recent, self.covered_until,
+                                   tail_start(self.covered_until), targets, self.seek_step)
+            for key, runs in found.items():
+                self.runs[key] = runs + self.window(*key)
+                self.prepended[key] = len(runs)
+            wanted -= set(found)
         if not wanted:
             return
         if self.history is None:
@@ -140,6 +191,8 @@ class OffsetSyncStore:
         for key in wanted:
             self.runs[key] = whole.runs.get(key, [])
             self.dropped.pop(key)
+            self.seek.pop(key, None)
+            self.prepended.pop(key, None)
         self.replica_topics.update(whole.replica_topics)
 
     def holds(self, topics: set[str] | None) -> bool:
@@ -170,16 +223,22 @@ class OffsetSyncStore:
                         topics, partitions)
         snapshot = None if raw else SpanSnapshot.read(ledger, flow, topics, partitions)
         windows: dict[tuple[str, int], int] = {}
+        seeks: dict[tuple[str, int], tuple[int, int]] = {}
         if snapshot is not None and snapshot.version <= version:
+            store.covered_until = snapshot.covered_until
+            store.recent = lambda keys, after, until: _recent(ledger, flow, version, keys,
+                                                              after, until)
             extended = snapshot.extend_on_driver(runs)
             if extended is None:  # a long tail: spans and tail coalesced in Spark
                 runs, rewound = snapshot.with_tail(runs)
-                windows = {k: v for k, v in snapshot.windows().items() if k not in rewound}
+                windows, seeks = snapshot.windows()
+                windows = {k: v for k, v in windows.items() if k not in rewound}
             else:
                 spans, replica_topics, rewound, dropped = extended
                 store.runs.update(spans)
                 store.replica_topics.update(replica_topics)
                 store.dropped.update(dropped)
+                store.seek.update({k: v for k, v in snapshot.seeks().items() if k in dropped})
                 if not rewound:
                     return store
                 runs = runs.where(partition_filter(rewound))
@@ -187,17 +246,21 @@ class OffsetSyncStore:
         # of microseconds to unpickle where an Arrow column value costs one.
         found = _spans(runs).select("topic", "partition", "replica_topic", "u", "d", "n",
                                     "first_at")
-        store.add_spans(zip(*found.toArrow().to_pydict().values(), strict=True), windows)
+        store.add_spans(zip(*found.toArrow().to_pydict().values(), strict=True), windows,
+                        seeks)
         return store
 
-    def add_spans(self, rows: Iterable[tuple], windows: Mapping[tuple[str, int], int]) -> None:
+    def add_spans(self, rows: Iterable[tuple], windows: Mapping[tuple[str, int], int],
+                  seeks: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> None:
         """Append spans ``(topic, partition, replica_topic, u, d, n, first_at)`` in write
-        order; a partition of ``windows`` stays windowed when its epoch starts with the first
-        input row (its snapshot's first span: no new epoch since)."""
+        order; a partition of ``windows`` stays windowed (with its ``seeks`` floors) when its
+        epoch starts with the first input row (its snapshot's first span: no new epoch since)."""
         for topic, partition, replica_topic, u, d, n, first_at in rows:
             key = (topic, partition)
             if key not in self.runs and key in windows and first_at == 1:
                 self.dropped[key] = windows[key]
+                if seeks and key in seeks:
+                    self.seek[key] = seeks[key]
             self.runs.setdefault(key, []).append(translation.Run(u, d, n))
             self.replica_topics[topic] = replica_topic
 
@@ -237,6 +300,7 @@ class OffsetSyncStore:
         tables = {"s": OFFSET_SYNCS}
         runs = f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where}"
         windows: dict[tuple[str, int], int] = {}
+        seeks: dict[tuple[str, int], tuple[int, int]] = {}
         if not raw and engine.exists(OFFSET_SYNC_SPANS):
             # Every read of the snapshot at one version: a refresh in another process may
             # commit between them, and a head of one snapshot with the spans of the next
@@ -249,7 +313,12 @@ class OffsetSyncStore:
                 tables["sp"] = OFFSET_SYNC_SPANS
                 at.update(pinned)
                 after = f"written_at > {timestamp(tail_start(head[0]['covered_until']))}"
-                rewound, windows = _snapshot_bounds(engine, where, after, at)
+                rewound, windows, seeks = _snapshot_bounds(engine, where, after, at)
+                store.covered_until = head[0]["covered_until"]
+                store.recent = lambda keys, since, until: engine.query(
+                    f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE flow = {literal(flow)} AND "
+                    f"({_partitions_sql(keys)}) AND written_at > {timestamp(since)} AND "
+                    f"written_at <= {timestamp(until)}", {"s": version}, s=OFFSET_SYNCS)
                 kept = f" AND NOT ({_partitions_sql(rewound)})" if rewound else ""
                 runs = (f"SELECT {RUN_COLUMNS} FROM {{sp}} WHERE {where}{kept} UNION ALL "
                         f"SELECT {RUN_COLUMNS} FROM {{s}} WHERE {where} AND {after}{kept}")
@@ -263,7 +332,7 @@ class OffsetSyncStore:
         store.add_spans(((r["topic"], r["partition"], r["replica_topic"], r["u"], r["d"], r["n"],
                           r["first_rn"]) for r in engine.query(spans_sql(runs), at, **tables)
                          if partitions is None or (r["topic"], r["partition"]) in partitions),
-                        windows)
+                        windows, seeks)
         return store
 
     def _epoch(self, topic: str, partition: int) -> list[translation.Run] | Untranslatable:
@@ -276,7 +345,7 @@ class OffsetSyncStore:
     def forward(self, topic: str, partition: int, offset: int) -> Translation:
         """A group at ``offset`` on the original ``topic`` -> its position on the replica."""
         if self.below(topic, partition, upstream=offset):
-            self.deepen([(topic, partition)])
+            self.deepen([(topic, partition)], {(topic, partition): (offset, None)})
         runs = self._epoch(topic, partition)
         if isinstance(runs, Untranslatable):
             return runs
@@ -290,7 +359,7 @@ class OffsetSyncStore:
     def reverse(self, topic: str, partition: int, offset: int) -> Translation:
         """A group at ``offset`` on the replica of ``topic`` -> its position on the original."""
         if self.below(topic, partition, downstream=offset):
-            self.deepen([(topic, partition)])
+            self.deepen([(topic, partition)], {(topic, partition): (None, offset)})
         runs = self._epoch(topic, partition)
         if isinstance(runs, Untranslatable):
             return runs
@@ -332,15 +401,21 @@ def _partitions_sql(partitions: Iterable[tuple[str, int]]) -> str:
 
 
 def _snapshot_bounds(engine: SqlReader, where: str, after: str, at: dict[str, int]
-                     ) -> tuple[set[tuple[str, int]], dict[tuple[str, int], int]]:
-    """``(rewound, windows)`` of the snapshot's partitions (at ``at["sp"]``): those whose
-    runs after the snapshot start upstream below its highest end (a rewind into what the
-    spans cover: :func:`ledger.spans.extend` would give ``None``), and the other windowed
-    ones with the spans their windows leave out (their lowest ``batch_id``)."""
-    bounds = {(r["topic"], r["partition"]): (r["high"], r["first"]) for r in engine.query(
+                     ) -> tuple[set[tuple[str, int]], dict[tuple[str, int], int],
+                                dict[tuple[str, int], tuple[int, int]]]:
+    """``(rewound, windows, seeks)`` of the snapshot's partitions (at ``at["sp"]``): those
+    whose runs after the snapshot start upstream below its highest end (a rewind into what
+    the spans cover: :func:`ledger.spans.extend` would give ``None``), the other windowed
+    ones with the spans their windows leave out (their lowest ``batch_id``), and the seek
+    floors of those that have them (none in a table of an earlier release)."""
+    floors = ", ".join(f"MIN({c}) AS {c}" for c in SEEK_COLUMNS) \
+        if {c.name for c in added_columns(OFFSET_SYNC_SPANS)} <= engine.columns(
+            OFFSET_SYNC_SPANS) else "NULL AS seek_upstream_offset, NULL AS seek_downstream_offset"
+    found = engine.query(
         f"SELECT topic, {{partition}}, MAX(upstream_offset + length) AS high, "
-        f"MIN(batch_id) AS first FROM {{sp}} WHERE {where} GROUP BY topic, {{partition}}",
-        {"sp": at["sp"]}, sp=OFFSET_SYNC_SPANS)}
+        f"MIN(batch_id) AS first, {floors} FROM {{sp}} WHERE {where} "
+        f"GROUP BY topic, {{partition}}", {"sp": at["sp"]}, sp=OFFSET_SYNC_SPANS)
+    bounds = {(r["topic"], r["partition"]): (r["high"], r["first"]) for r in found}
     lows = engine.query(f"SELECT topic, {{partition}}, MIN(upstream_offset) AS low FROM {{s}} "
                         f"WHERE {where} AND {after} GROUP BY topic, {{partition}}", at,
                         s=OFFSET_SYNCS) if bounds else []
@@ -349,7 +424,23 @@ def _snapshot_bounds(engine: SqlReader, where: str, after: str, at: dict[str, in
                and r["low"] < bounds[(r["topic"], r["partition"])][0]}
     windows = {key: int(first) for key, (_, first) in bounds.items()
                if first > 0 and key not in rewound}
-    return rewound, windows
+    seeks = {(r["topic"], r["partition"]): (int(r[SEEK_COLUMNS[0]]), int(r[SEEK_COLUMNS[1]]))
+             for r in found if (r["topic"], r["partition"]) in windows
+             and r[SEEK_COLUMNS[0]] is not None and r[SEEK_COLUMNS[1]] is not None}
+    return rewound, windows, seeks
+
+
+def _recent(ledger: Ledger, flow: str, version: int, keys: set[tuple[str, int]],
+            after: dt.datetime, until: dt.datetime) -> list[dict]:
+    """A seek's read through Spark (:data:`ledger.span_seek.Reader`)."""
+    from pyspark.sql import functions as F
+
+    runs = ledger.read(OFFSET_SYNCS, version=version)
+    return [r.asDict() for r in runs.where(
+        (F.col("flow") == flow) & partition_filter(keys)
+        & (F.col("written_at") > F.lit(after)) & (F.col("written_at") <= F.lit(until)))
+        .select("topic", "partition", "upstream_offset", "downstream_offset", "length",
+                "written_at", "batch_id").collect()]
 
 
 def restrict_sql(topics: set[str] | None) -> str:

@@ -86,20 +86,25 @@ def compute_checkpoints(
 def _read_below_windows(commits: list[GroupCommit], mappings: Mapping[str, TopicMapping],
                         stores: Mapping[str, OffsetSyncStore]) -> None:
     """One history read per flow for every partition some commit lies below the window of
-    (:meth:`ledger.store.OffsetSyncStore.deepen`), not one per partition as translating
-    would: hundreds of groups far behind on a thousand partitions is one read."""
-    below: dict[str, set[tuple[str, int]]] = {}
+    (:meth:`ledger.store.OffsetSyncStore.deepen`, to the lowest such commit of each), not one
+    per partition as translating would: hundreds of groups far behind on a thousand
+    partitions is one read (or one seek, a slice of time at a time)."""
+    below: dict[str, dict[tuple[str, int], tuple[int | None, int | None]]] = {}
     for commit in commits:
         mapping = mappings.get(commit.topic)
         if mapping is None:
             continue
-        side = "upstream" if mapping.direction == FORWARD else "downstream"
+        forward = mapping.direction == FORWARD
+        side = "upstream" if forward else "downstream"
         if stores[mapping.sync_flow].below(mapping.sync_topic, commit.partition,
                                            **{side: commit.offset}):
-            below.setdefault(mapping.sync_flow, set()).add((mapping.sync_topic,
-                                                            commit.partition))
-    for flow, keys in below.items():
-        stores[flow].deepen(keys)
+            lowest = below.setdefault(mapping.sync_flow, {})
+            key = (mapping.sync_topic, commit.partition)
+            u, d = lowest.get(key, (None, None))
+            lowest[key] = ((commit.offset if u is None else min(u, commit.offset), d) if forward
+                           else (u, commit.offset if d is None else min(d, commit.offset)))
+    for flow, lowest in below.items():
+        stores[flow].deepen(lowest, lowest)
 
 
 def _epoch_end(store: OffsetSyncStore, mapping: TopicMapping, partition: int) -> int:

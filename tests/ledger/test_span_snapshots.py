@@ -297,19 +297,27 @@ def windowed(spark, tmp_path_factory) -> Ledger:
 def test_a_windowed_snapshot_loads_in_spark_like_in_delta_rs(windowed: Ledger, monkeypatch,
                                                              bound: str | None) -> None:
     """A Spark load of an exactly-once partition's window (on the driver, or extended in
-    Spark) holds the window delta-rs holds, and reads the raw runs for an offset below it."""
+    Spark) holds the window and seek floors delta-rs holds, and seeks through Spark for an
+    offset below it; below the seek floors it reads the whole epoch."""
     lg = windowed
     if bound is not None:
         monkeypatch.setattr(span_snapshots, bound, 1)
     store = OffsetSyncStore.load(lg, "P->B")
     direct = LedgerEngine(lg.location).load_store("P->B")
     assert store.dropped == direct.dropped == {("Payments", 0): 26}
+    assert store.seek == direct.seek == {("Payments", 0): (0, 0)}
     assert store.runs == direct.runs
     assert store.floors("Payments", 0) == (52, 78)
     all_runs = [translation.Run(*r) for r in TRANSACTIONS]
     for x in range(52, 82):
         assert store.forward("Payments", 0, x).offset == translation.forward(all_runs, x)
-    assert store.dropped  # the window answered
+    assert store.prepended == {}  # the window answered
+    assert store.reverse("Payments", 0, 10).offset == translation.reverse(all_runs, 10)
+    assert store.dropped == {("Payments", 0): 26} and store.prepended == {("Payments", 0): 26}
+    assert len(store.runs[("Payments", 0)]) == 40 and store.floors("Payments", 0) == (0, 0)
+    store.seek.clear()  # as a snapshot without seek floors: the whole epoch, through Spark
+    store.prepended.clear()
+    store.runs[("Payments", 0)] = store.runs[("Payments", 0)][26:]
     assert store.reverse("Payments", 0, 10).offset == translation.reverse(all_runs, 10)
     assert store.dropped == {} and len(store.runs[("Payments", 0)]) == 40
     assert_translates_like(store, 0, all_runs)

@@ -4,6 +4,7 @@ runs do, reading that partition's raw runs only for an offset below its window."
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 
 import pytest
@@ -99,11 +100,18 @@ def test_an_exactly_once_partition_keeps_a_window_and_answers_every_offset(ledge
     for c in range(floor_d, floor_d + 20):
         assert store.reverse("T", 0, c).offset == reverse(raw0, c)
     assert deepened == []
-    # below them, the partition's raw runs are read once, then every offset answers exactly
+    # below them, down to the seek floors (the epoch's start: exactly-once runs never rewind),
+    # the runs written since the offset's are read by time, never the whole history
+    assert store.seek == {("T", 0): (0, 0)}
+    seeks = []
+    recent = store.recent
+    store.recent = lambda keys, after, until: seeks.append(after) or recent(keys, after, until)
     assert store.forward("T", 0, floor_u - 1).offset == forward(raw0, floor_u - 1)
-    assert deepened == [{("T", 0)}] and store.dropped == {}
+    assert deepened == [] and len(seeks) == 1 and store.dropped == {("T", 0): 26}
+    assert store.floors("T", 0)[0] <= floor_u - 1
     for p, runs in whole.items():
         assert_translates_like_raw(store, p, runs)
+    assert deepened == [] and store.prepended[("T", 0)] == 26
 
     # a second refresh starts from the window and numbers on
     refresh(engine, {FLOW: ("P", "B")}, window=WINDOW)
@@ -145,11 +153,123 @@ def test_windows_of_random_histories_answer_like_the_raw_runs(ledger, seed: int)
         assert_translates_like_raw(again, p, runs)
 
 
+def counting(store: OffsetSyncStore) -> tuple[list[int], list[set]]:
+    """Counts the rows each seek slice reads and the partitions read whole."""
+    rows, wholes = [], []
+    recent, history = store.recent, store.history
+
+    def read(keys, after, until):
+        found = list(recent(keys, after, until))
+        rows.append(len(found))
+        return found
+
+    store.recent = read
+    store.history = lambda keys: wholes.append(set(keys)) or history(keys)
+    return rows, wholes
+
+
+def test_below_a_window_a_seek_reads_back_only_as_far_as_the_offset(ledger) -> None:
+    """An exactly-once partition of 300 transactions, one a second, windowed to its newest
+    4: an offset 10 transactions below the window reads a few slices of time (tens of runs),
+    not the 300; the epoch's first offset reads them all, still without a whole-epoch read."""
+    location, engine = ledger
+    runs = {0: exactly_once(0, 0, 300), 1: exactly_once(5, 5, 300)}
+    write(location, runs, 0)
+    refresh(engine, {FLOW: ("P", "B")}, window=WINDOW)
+    store = LedgerEngine(location).load_store(FLOW)
+    assert store.seek == {("T", 0): (0, 0), ("T", 1): (5, 5)}
+    store.seek_step = dt.timedelta(seconds=1)
+    rows, wholes = counting(store)
+    raw0 = [Run(*r) for r in runs[0]]
+    floor_u = store.floors("T", 0)[0]
+    ten_below = runs[0][-WINDOW - 10][0]
+    assert store.forward("T", 0, ten_below).offset == forward(raw0, ten_below)
+    assert wholes == [] and 2 <= len(rows) <= 4 and sum(rows) <= 4 * 16, rows
+    assert ten_below >= store.floors("T", 0)[0] < floor_u
+    # a checkpoint pass deepens both partitions at once, each to its lowest offset
+    rows.clear()
+    raw1 = [Run(*r) for r in runs[1]]
+    low_d = runs[1][150][1]
+    store.deepen([("T", 0), ("T", 1)], {("T", 0): (0, None), ("T", 1): (None, low_d)})
+    assert wholes == [] and sum(rows) < 2 * 300 + 4 * 2 * 150, rows
+    assert store.reverse("T", 1, low_d).offset == reverse(raw1, low_d)
+    assert store.floors("T", 1)[1] <= low_d and store.floors("T", 0) == (0, 0)
+    assert wholes == []
+    # every offset: those below partition 1's first record (5) lie below its seek floors too
+    for p, transactions in runs.items():
+        assert_translates_like_raw(store, p, transactions)
+    assert wholes == [{("T", 1)}]
+
+
+def test_below_the_seek_floors_the_whole_epoch_is_read(ledger) -> None:
+    """The replicator restarted from an earlier record after 40 transactions: the left-out
+    spans rewind there, so the seek floors lie above the restart's reach; below them the
+    store reads the partition's whole epoch, above them it seeks."""
+    location, engine = ledger
+    first = exactly_once(0, 0, 40)
+    u, d, n = first[-1]
+    again = exactly_once(first[20][0], d + n + 1, 60)  # copies records again, further on
+    write(location, {0: first + again}, 0)
+    refresh(engine, {FLOW: ("P", "B")}, window=WINDOW)
+    store = LedgerEngine(location).load_store(FLOW)
+    (seek_u, seek_d), = store.seek.values()
+    assert seek_u >= u + n and seek_d > d  # above every end of the first 40
+    raw = [Run(*r) for r in first + again]
+    rows, wholes = counting(store)
+    assert store.forward("T", 0, seek_u).offset == forward(raw, seek_u)
+    assert wholes == [] and rows
+    assert store.forward("T", 0, seek_u - 1).offset == forward(raw, seek_u - 1)
+    assert wholes == [{("T", 0)}] and store.dropped == {} and store.seek == {}
+    assert_translates_like_raw(store, 0, first + again)
+
+
+def test_a_snapshot_table_of_an_earlier_release_gains_the_seek_columns(ledger) -> None:
+    """A snapshot written without the seek columns (an earlier release) still loads its
+    windows, without seek floors (below a window: the whole epoch); the next refresh adds the
+    columns (a metadata commit), and the windows seek again."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from ledger.schemas import arrow_schema
+
+    location, engine = ledger
+    write(location, {0: exactly_once(0, 0, 30)}, 0)
+    refresh(engine, {FLOW: ("P", "B")}, window=WINDOW)
+    rows = LedgerEngine(location).query("SELECT * FROM {sp}", sp=OFFSET_SYNC_SPANS)
+    older = pa.schema([f for f in arrow_schema(OFFSET_SYNC_SPANS)
+                       if not f.name.startswith("seek_")])
+    path = f"{location}/{OFFSET_SYNC_SPANS}"
+    DeltaTable.create(path, older, mode="overwrite")
+    write_deltalake(path, pa.Table.from_pylist(
+        [{k: v for k, v in r.items() if not k.startswith("seek_")} for r in rows],
+        schema=older), mode="overwrite")
+    assert "seek_upstream_offset" not in LedgerEngine(location).columns(OFFSET_SYNC_SPANS)
+
+    store = LedgerEngine(location).load_store(FLOW)
+    assert store.dropped == {("T", 0): 26} and store.seek == {}
+    _, wholes = counting(store)
+    assert store.forward("T", 0, 1).offset == forward([Run(*r) for r in
+                                                       exactly_once(0, 0, 30)], 1)
+    assert wholes == [{("T", 0)}]
+
+    fresh = LedgerEngine(location)
+    refresh(fresh, {FLOW: ("P", "B")}, window=WINDOW)
+    assert {"seek_upstream_offset", "seek_downstream_offset"} <= fresh.columns(
+        OFFSET_SYNC_SPANS)
+    # the spans left out before have no known floors; those the next cut leaves out do
+    old_floors = LedgerEngine(location).load_store(FLOW).floors("T", 0)
+    u, d, n = exactly_once(0, 0, 30)[-1]
+    write(location, {0: exactly_once(u + n, d + n + 1, 10)}, 30)
+    refresh(fresh, {FLOW: ("P", "B")}, window=WINDOW)
+    store = LedgerEngine(location).load_store(FLOW)
+    assert store.dropped == {("T", 0): 36} and store.seek == {("T", 0): old_floors}
+
+
 def test_a_store_without_a_ledger_names_what_it_cannot_read(ledger) -> None:
     location, engine = ledger
     write(location, {0: exactly_once(0, 0, 30)}, 0)
     refresh(engine, {FLOW: ("P", "B")}, window=WINDOW)
     store = LedgerEngine(location).load_store(FLOW)
-    store.history = None
+    store.history = store.recent = None
     with pytest.raises(ValueError, match=r"holds windows only .*\('T', 0\)"):
         store.forward("T", 0, 0)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ledger.spans import coalesce, extend, mergeable, window_start
+from ledger.spans import coalesce, extend, mergeable, seek_floors, window_start
 from ledger.translation import Run, current_epoch, epoch_starts, forward, reverse
 from tests.ledger.test_translation import History, histories
 
@@ -218,3 +218,88 @@ def test_a_rewind_over_the_whole_history_allows_no_cut() -> None:
     again = [(u, 40 + 2 * u, 1) for u in range(20)]
     spans = coalesce(first + again)
     assert window_start(spans, 3) == 0
+
+
+def assert_seekable(floors: tuple[int, int] | None, window: list[Run],
+                    runs: list[Run]) -> None:
+    """The seek guarantee, on the raw runs: from the run at the floors up to the window, the
+    runs from any of them on answer like ``runs`` at and above that run's floors."""
+    if floors is None:
+        return
+    epoch = current_epoch(runs)
+    (start,) = [k for k, r in enumerate(epoch) if r.downstream_offset == floors[1]]
+    assert floors[0] == min(r.upstream_offset for r in epoch[start:])
+    assert epoch[start].downstream_offset < window[0].downstream_offset
+    for j in range(start, len(epoch)):
+        if epoch[j].downstream_offset >= window[0].downstream_offset:
+            break
+        assert_window_answers(epoch[j:], runs)
+
+
+@settings(max_examples=400, deadline=None)
+@given(replication_logs(), st.integers(1, 3))
+def test_property_seek_floors_leave_only_valid_cuts_above_them(
+        raw: list[tuple[int, int, int]], keep: int) -> None:
+    runs = [Run(*r) for r in raw]
+    spans = coalesce(current_epoch(runs))
+    assume(spans)
+    cut = window_start(spans, keep)
+    floors = seek_floors(spans, cut, None)
+    if cut == 0:
+        assert floors is None
+    assert_seekable(floors, spans[cut:], runs)
+    # the lowest such position: one span lower is a rewind or an invalid cut
+    if floors is not None:
+        (start,) = [k for k, s in enumerate(spans) if s.downstream_offset == floors[1]]
+        assert start < cut
+        if start > 0:
+            prev = start - 1
+            rewind_free = spans[start].upstream_offset >= spans[prev].upstream_end
+            valid = (max((s.upstream_end for s in spans[:prev]), default=0)
+                     <= min(s.upstream_offset for s in spans[prev:]))
+            assert not (rewind_free and valid)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(replication_logs(), min_size=2, max_size=6), st.integers(1, 2))
+def test_property_seek_floors_carried_over_refreshes_stay_exact(
+        logs: list[list[tuple[int, int, int]]], keep: int) -> None:
+    """Refresh after refresh, as ``ledger.span_refresh`` does: the window extended with the
+    runs written since, cut again, its seek floors carried or computed afresh."""
+    runs: list[Run] = []
+    window: list[Run] = []
+    carried: tuple[int, int] | None = None
+    left_out = 0
+    for log in logs:
+        # each log continues past what is covered (a rewind into it is read raw, not extended)
+        high_u = max((r.upstream_end for r in runs), default=0)
+        high_d = max((r.downstream_end for r in runs), default=0)
+        tail = [Run(u + high_u, d + high_d, n) for u, d, n in log]
+        runs = runs + tail
+        extended = extend(window, tail)
+        if extended is None or any(epoch_starts(window[-1:] + tail)[1:]):
+            window, carried, left_out = coalesce(current_epoch(runs)), None, 0  # read raw
+        else:
+            window = extended
+        assume(window)
+        cut = window_start(window, keep)
+        carried = (seek_floors(window, cut, carried if left_out else None)
+                   if left_out + cut else None)
+        left_out += cut
+        window = window[cut:]
+        assert_window_answers(window, runs)
+        assert_seekable(carried, window, runs)
+
+
+def test_seek_floors_of_an_exactly_once_history_are_its_start() -> None:
+    runs = [Run(u, 2 * u, 1) for u in range(50)]
+    spans = coalesce(runs)
+    assert seek_floors(spans, 40, None) == (0, 0)
+    assert seek_floors(spans, 40, (7, 14)) == (7, 14)     # carried: still rewind-free
+    assert seek_floors(spans, 0, (7, 14)) == (7, 14)      # nothing newly left out
+    # a restart from 10 after 20 records: the floors move above the rewind's reach
+    again = [Run(u, 40 + 2 * (u - 10), 1) for u in range(10, 60)]
+    spans = coalesce([Run(u, 2 * u, 1) for u in range(20)] + again)
+    floors = seek_floors(spans, 60, None)
+    assert floors == (20, 60)  # the first start at or above every earlier end (20)
+    assert seek_floors(spans, 60, (0, 0)) == (20, 60)     # the rewind drops the carried ones
