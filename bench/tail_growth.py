@@ -15,7 +15,9 @@ followed by its marker: nothing coalesces), and the upkeep's snapshots keep wind
 ``--window`` spans a partition (``ledger.spans.window``). The two loads then hold different
 spans (windows against the whole epoch) and must translate alike instead: for a sample of
 partitions, offsets at their heads (what the groups of a live flow commit) and one far below
-every window, which makes the windowed store read that partition's raw runs (timed apart).
+every window; then, each timed apart on a fresh load, offsets 1 and 10 minutes behind the head
+and at the epoch's start: below the windows, a store seeks back to them by time
+(:mod:`ledger.span_seek`), and the runs each read are counted.
 
 Kafka-free and Spark-free (a load past ``RUNS_IN_PROCESS`` runs would start Spark: the point
 where that happens is printed instead of timed)::
@@ -72,20 +74,45 @@ def _answers(store: OffsetSyncStore, keys: list[tuple[str, int]]) -> list:
     return out
 
 
-def _compare(plain: OffsetSyncStore, kept: OffsetSyncStore, point: dict) -> None:
+def _compare(plain: OffsetSyncStore, kept: OffsetSyncStore, location: str,
+             point: dict) -> None:
     """The windowed store answers like the plain one at the heads and far below them."""
     keys = sorted(plain.runs)[::len(plain.runs) // SAMPLE or 1][:SAMPLE]
     if _answers(plain, keys) != _answers(kept, keys):
         raise SystemExit(f"at {point['commits']} commits the two stores translate differently")
     point["windowed_partitions"] = len(kept.dropped)
     point["held_spans"] = sum(len(v) for v in kept.runs.values())
+    point["seek_floored_partitions"] = len(kept.seek)
     topic, partition = keys[0]
-    low = plain.runs[keys[0]][0].upstream_offset + 1  # the epoch's first run: below any window
-    started = time.perf_counter()
-    deep = kept.forward(topic, partition, low)
-    point["below_window_s"] = round(time.perf_counter() - started, 3)
-    if deep != plain.forward(topic, partition, low):
-        raise SystemExit(f"at {point['commits']} commits an offset below the window differs")
+    runs = plain.runs[keys[0]]
+    # a group 1 and 10 minutes behind the head (about 4 runs a commit: 5 runs in 4 of 5
+    # commits), and one at the epoch's first run (below every window: as old as the flow)
+    for label, back in (("1min", 4 * 12), ("10min", 4 * 120), ("start", len(runs) - 1)):
+        if back >= len(runs):
+            continue
+        low = runs[-1 - back].upstream_offset + 1
+        fresh = LedgerEngine(location).load_store(yh.FLOW)
+        read: list[int] = []
+        if fresh.recent is not None:
+            fresh.recent = _counted(fresh.recent, read)
+        started = time.perf_counter()
+        deep = fresh.forward(topic, partition, low)
+        point[f"below_{label}_s"] = round(time.perf_counter() - started, 3)
+        point[f"below_{label}_runs_read"] = sum(read)
+        point[f"below_{label}_read"] = ("window" if not read and keys[0] in fresh.dropped
+                                        and not fresh.prepended else
+                                        "seek" if keys[0] in fresh.prepended else "whole epoch")
+        if deep != plain.forward(topic, partition, low):
+            raise SystemExit(f"at {point['commits']} commits an offset below the window differs")
+
+
+def _counted(recent, read: list[int]):
+    """``recent`` (a store's seek reader) counting the runs each slice reads into ``read``."""
+    def counted(keys, after, until):
+        rows = list(recent(keys, after, until))
+        read.append(len(rows))
+        return rows
+    return counted
 
 
 def run(points: list[int], runs: int, work: Path, mode: str = "alo",
@@ -123,7 +150,7 @@ def run(points: list[int], runs: int, work: Path, mode: str = "alo",
             point["plain_s"], plain_store = _load(plain)
             point["upkeep_s"], kept_store = _load(kept)
             if mode == "eos":
-                _compare(plain_store, kept_store, point)
+                _compare(plain_store, kept_store, kept, point)
             elif plain_store.runs != kept_store.runs:
                 raise SystemExit(f"at {i + 1} commits the two loads differ")
         results.append(point)

@@ -28,6 +28,10 @@ def test_exactly_once_windows_translate_like_the_whole_epoch(tmp_path, monkeypat
     assert [(r["commits"], r["runs"]) for r in results] == [(1, 4000), (3, 12000)]
     assert results[-1]["refreshes"] >= 1 and results[-1]["windowed_partitions"] > 0
     assert results[-1]["held_spans"] < 12000  # windows, not the whole epoch
+    # exactly-once runs never rewind: every window seeks, down to the epoch's first run
+    assert results[-1]["seek_floored_partitions"] == results[-1]["windowed_partitions"]
+    assert results[-1]["below_start_read"] == "seek"
+    assert 0 < results[-1]["below_start_runs_read"] <= 3 * 5
 
 
 def test_refresh_cost_writes_bounded_windows_as_the_history_grows(tmp_path):
