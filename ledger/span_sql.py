@@ -1,7 +1,7 @@
 """The spans of a flow's runs in SQL, for a delta-rs (DataFusion) load: no run reaches Python.
 
-:func:`spans_sql` is :func:`ledger.store._spans` (the Spark plan) written as one SQL statement,
-step for step, so that a JVM-free load (:meth:`ledger.store.OffsetSyncStore.load_direct`)
+:func:`spans_sql` is :func:`ledger.span_spark.spans` (the Spark plan) written as one SQL
+statement, step for step, so that a JVM-free load (:meth:`ledger.store.OffsetSyncStore.load_direct`)
 receives a few spans per partition instead of every run written since the last snapshot and
 coalescing them row by row in Python (about 15 us a run: 0.85 s for 56,000 runs, a load that
 ``status``, ``translate`` and each move repeat)::

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ledger import span_seek, translation
+from ledger import span_seek, span_spark, translation
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS, added_columns
 from ledger.span_snapshots import (
     SEEK_COLUMNS,
@@ -47,9 +47,7 @@ from ledger.span_snapshots import (
 )
 from ledger.span_sql import RUN_COLUMNS, spans_sql
 
-if TYPE_CHECKING:  # pyspark is imported where Spark reads: a delta-rs load never needs it
-    from pyspark.sql import DataFrame
-
+if TYPE_CHECKING:
     from ledger.tables import Ledger
 
 class SqlReader(Protocol):
@@ -74,8 +72,8 @@ class SqlReader(Protocol):
 RUNS_IN_PROCESS = 1_000_000
 """Up to this many runs (snapshot spans, tail, rewound partitions) a delta-rs load coalesces in
 process (DataFusion, :mod:`ledger.span_sql`: 600,000 runs take about 2.5 s and 480 MB on a
-2-core machine); beyond, Spark computes the spans (:func:`_spans`). The spans that come back
-are never more than the runs, and a Spark load brings the same spans to the driver: an
+2-core machine); beyond, Spark computes the spans (:mod:`ledger.span_spark`). The spans that
+come back are never more than the runs, and a Spark load brings the same spans to the driver: an
 exactly-once flow's (its runs do not coalesce) stay in process up to this bound too (after an
 hour of a 1,000-partition exactly-once flow, 20 topics' 288,000 spans: 3.9 s in process, 17 s
 in Spark after its JVM's start)."""
@@ -207,10 +205,11 @@ class OffsetSyncStore:
         """Load ``flow``'s current-epoch spans at ``version`` (default: latest).
 
         ``topics`` and ``partitions`` (``(topic, partition)`` pairs), when given, restrict what
-        is read; the driver receives only the spans, computed in Spark (:func:`_spans`). With a
-        persisted snapshot (:mod:`ledger.span_snapshots`) at or before ``version``, the spans
-        are computed from it and the runs written after it, not from the whole epoch; ``raw``
-        reads the runs only (every partition whole, as :meth:`deepen` needs).
+        is read; the driver receives only the spans, computed in Spark
+        (:func:`ledger.span_spark.spans`). With a persisted snapshot
+        (:mod:`ledger.span_snapshots`) at or before ``version``, the spans are computed from it
+        and the runs written after it, not from the whole epoch; ``raw`` reads the runs only
+        (every partition whole, as :meth:`deepen` needs).
         """
         from pyspark.sql import functions as F
 
@@ -226,8 +225,8 @@ class OffsetSyncStore:
         seeks: dict[tuple[str, int], tuple[int, int]] = {}
         if snapshot is not None and snapshot.version <= version:
             store.covered_until = snapshot.covered_until
-            store.recent = lambda keys, after, until: _recent(ledger, flow, version, keys,
-                                                              after, until)
+            store.recent = lambda keys, after, until: span_spark.recent(
+                ledger, flow, version, keys, after, until)
             extended = snapshot.extend_on_driver(runs)
             if extended is None:  # a long tail: spans and tail coalesced in Spark
                 runs, rewound = snapshot.with_tail(runs)
@@ -244,7 +243,7 @@ class OffsetSyncStore:
                 runs = runs.where(partition_filter(rewound))
         # Arrow, not Rows: an exactly-once flow's spans number millions, and a Row costs tens
         # of microseconds to unpickle where an Arrow column value costs one.
-        found = _spans(runs).select("topic", "partition", "replica_topic", "u", "d", "n",
+        found = span_spark.spans(runs).select("topic", "partition", "replica_topic", "u", "d", "n",
                                     "first_at")
         store.add_spans(zip(*found.toArrow().to_pydict().values(), strict=True), windows,
                         seeks)
@@ -275,8 +274,8 @@ class OffsetSyncStore:
         (``written_at`` above :func:`~ledger.span_snapshots.tail_start`, so Delta skips every
         older file), the raw runs of a partition only without a snapshot or after a rewind into
         it. The spans are computed by the query itself (:mod:`ledger.span_sql`, the plan
-        ``_spans`` runs in Spark): only spans reach Python. ``None`` when more than
-        ``RUNS_IN_PROCESS`` runs would be coalesced: :meth:`load` computes those in Spark.
+        ``ledger.span_spark.spans`` runs in Spark): only spans reach Python. ``None`` when more
+        than ``RUNS_IN_PROCESS`` runs would be coalesced: :meth:`load` computes those in Spark.
         ``raw`` reads the runs only, as :meth:`load`.
         """
         from ledger.sql import literal, timestamp
@@ -430,81 +429,9 @@ def _snapshot_bounds(engine: SqlReader, where: str, after: str, at: dict[str, in
     return rewound, windows, seeks
 
 
-def _recent(ledger: Ledger, flow: str, version: int, keys: set[tuple[str, int]],
-            after: dt.datetime, until: dt.datetime) -> list[dict]:
-    """A seek's read through Spark (:data:`ledger.span_seek.Reader`)."""
-    from pyspark.sql import functions as F
-
-    runs = ledger.read(OFFSET_SYNCS, version=version)
-    return [r.asDict() for r in runs.where(
-        (F.col("flow") == flow) & partition_filter(keys)
-        & (F.col("written_at") > F.lit(after)) & (F.col("written_at") <= F.lit(until)))
-        .select("topic", "partition", "upstream_offset", "downstream_offset", "length",
-                "written_at", "batch_id").collect()]
-
-
 def restrict_sql(topics: set[str] | None) -> str:
     """`` AND ...`` limiting a query to ``topics`` (``restrict`` in SQL; partitions are kept
     after the spans query, see :meth:`OffsetSyncStore.load_direct`)."""
     from ledger.sql import literals
 
     return "" if topics is None else f" AND topic IN {literals(topics)}"
-
-
-def _spans(runs: DataFrame) -> DataFrame:
-    """The current epoch's spans of every (topic, partition) in ``runs`` (rows of offset_syncs).
-
-    The same spans as :func:`ledger.spans.coalesce` on the current epoch, in Spark: the write
-    order and the epoch starts (``LAG``), the last epoch kept; then for each run A the number of
-    the epoch's upstream ends in ``(A.u, A.u + A.n]`` (a running count over the ends and the two
-    bounds sorted together), and a gaps-and-islands: the next run continues A's span when it is
-    contiguous on both sides and that count is 1 (A's own end: no rewind ends inside A). Columns:
-    topic, partition, replica_topic, u, d, n and first_at (the span's first run's position
-    among all of the partition's input rows: 1 when the epoch starts with the first row),
-    ordered by topic, partition and write order.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    part = ("topic", "partition")
-    order = Window.partitionBy(*part).orderBy("written_at", "batch_id", "d")
-    upto = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    epoch = (runs.select(*part, "replica_topic", F.col("upstream_offset").alias("u"),
-                         F.col("downstream_offset").alias("d"), F.col("length").alias("n"),
-                         "written_at", "batch_id")
-             .withColumn("at", F.row_number().over(order))
-             .withColumn("start", F.coalesce(
-                 (F.col("d") < F.lag(F.col("d") + F.col("n")).over(order)).cast("int"), F.lit(1)))
-             .withColumn("epoch", F.sum("start").over(upto))
-             .withColumn("last", F.max("epoch").over(Window.partitionBy(*part)))
-             .where(F.col("epoch") == F.col("last"))
-             .withColumn("rid", F.row_number().over(order))
-             .drop("start", "epoch", "last", "written_at", "batch_id"))
-    # kind 0: an upstream end, counted; kinds 1 and 2: the bounds A.u and A.e, which see every
-    # end <= them (ends sort first at equal offsets). Every point carries its run, so the runs
-    # come back by a group-by on the same partitioning: a single shuffle in all.
-    end = F.col("u") + F.col("n")
-    points = epoch.select("*", F.explode(F.array(*(
-        F.struct(at.alias("at"), F.lit(kind).alias("kind"))
-        for at, kind in ((end, 0), (F.col("u"), 1), (end, 2))))).alias("p"))
-    ends_below = F.sum((F.col("p.kind") == 0).cast("long")).over(
-        Window.partitionBy(*part).orderBy("p.at", "p.kind")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    inside = (points.withColumn("below", ends_below).where(F.col("p.kind") > 0)
-              .groupBy(*part, "rid", "at", "u", "d", "n", "replica_topic")
-              .agg(F.sum(F.when(F.col("p.kind") == 2, F.col("below"))
-                         .otherwise(-F.col("below"))).alias("inside")))
-    by_rid = Window.partitionBy(*part).orderBy("rid")
-    continues = ((F.col("u") == F.lag(end).over(by_rid))
-                 & (F.col("d") == F.lag(F.col("d") + F.col("n")).over(by_rid))
-                 & (F.lag("inside").over(by_rid) == 1))
-    islands = (inside
-               .withColumn("new", F.when(F.coalesce(continues, F.lit(False)), 0).otherwise(1))
-               .withColumn("span", F.sum("new").over(
-                   by_rid.rowsBetween(Window.unboundedPreceding, Window.currentRow))))
-    return (islands.groupBy(*part, "span")
-            .agg(F.min("rid").alias("first"), F.min("at").alias("first_at"),
-                 F.max_by("replica_topic", "rid").alias("replica_topic"),
-                 F.min("u").alias("u"), F.min("d").alias("d"), F.sum("n").alias("n"))
-            .orderBy(*part, "first")
-            .select(*part, "replica_topic", "u", "d", "n", "first_at"))
