@@ -93,6 +93,42 @@ def test_commits_below_their_windows_read_the_history_once_per_flow():
     assert windowed.dropped == {}
 
 
+def test_commits_below_their_windows_seek_together_each_to_its_lowest_commit():
+    """With seek floors (exactly-once runs never rewind: the epoch's start), the groups behind
+    the windows read slices of time going back, for all their partitions at once, and each
+    partition stops at its lowest commit's run: no whole-history read."""
+    history = [Run(10 * i, 20 * i, 10) for i in range(8)]
+    written = [NOW + dt.timedelta(minutes=i) for i in range(8)]  # one run a minute
+    keys = [("Payments", p) for p in range(3)]
+    windowed = OffsetSyncStore("P->B", 3, {k: history[5:] for k in keys},
+                               {"Payments": "P.Payments"}, dropped=dict.fromkeys(keys, 5),
+                               seek=dict.fromkeys(keys, (0, 0)), covered_until=written[7])
+    slices = []
+
+    def recent(asked, after, until):
+        slices.append(sorted(p for _, p in asked))
+        return [{"topic": t, "partition": p, "upstream_offset": r.upstream_offset,
+                 "downstream_offset": r.downstream_offset, "length": r.length,
+                 "written_at": written[i], "batch_id": i}
+                for t, p in asked for i, r in enumerate(history) if after < written[i] <= until]
+
+    windowed.recent = recent
+    windowed.history = lambda asked: pytest.fail(f"the whole history of {asked} was read")
+    flow = CONFIG.flow("P->B")
+    commits = [GroupCommit("P", g, "Payments", p, x)
+               for g, p, x in (("G1", 0, 12), ("G4", 0, 45), ("G2", 1, 45), ("G3", 2, 71))]
+    mappings = {"Payments": map_topic(CONFIG, flow, "Payments")}
+    rows = compute_checkpoints(commits, mappings, {"P->B": windowed}, {}, checkpoint_id="c1",
+                               target_cluster="B", now=NOW)
+    # slices of 1, 3 and 12 minutes back from run 7's: p1 (45, run 4's) is reached by the
+    # second (runs 4 to 6), p0 (12, run 1's) by the third; p2's 71 is in its window
+    assert slices == [[0, 1], [0, 1], [0]]
+    assert windowed.prepended == {("Payments", 0): 5, ("Payments", 1): 1}
+    assert windowed.dropped == dict.fromkeys(keys, 5)
+    assert {(r.group_id, r.target_offset) for r in rows} == {
+        ("G1", 22), ("G4", 85), ("G2", 85), ("G3", 141)}
+
+
 def test_forward_checkpoints_follow_the_design_example():
     rows = checkpoints([GroupCommit("P", "G", "Payments", 0, x) for x in (102, 105, 112)])
     assert [(r.source_offset, r.target_offset, r.status) for r in rows] == [
