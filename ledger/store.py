@@ -168,6 +168,8 @@ class OffsetSyncStore:
         if offsets and self.recent is not None and self.covered_until is not None:
             targets = {}
             for key in wanted & set(offsets) & set(self.seek):
+                if not self.window(*key):
+                    continue
                 upstream, downstream = offsets[key]
                 floor_u, floor_d = self.seek[key]
                 if (upstream is None or upstream >= floor_u) \
