@@ -50,7 +50,7 @@ def span_rows(store: OffsetSyncStore, source_cluster: str, target_cluster: str,
     a windowed partition's seek floors (:func:`ledger.spans.seek_floors`) on each of its rows."""
     rows = []
     for topic, partition in sorted(store.runs if keys is None else keys):
-        spans = store.runs.get((topic, partition), [])
+        spans = store.window(topic, partition)  # not the runs a seek read before it
         cut = 0 if window is None else window_start(spans, window)
         left_out = store.dropped.get((topic, partition), 0)
         seek = (seek_floors(spans, cut, store.seek.get((topic, partition)) if left_out else None)

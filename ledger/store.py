@@ -127,6 +127,7 @@ class OffsetSyncStore:
     prepended: dict[tuple[str, int], int] = field(default_factory=dict)
     """Per partition a seek reached, how many runs it put before the window as loaded."""
     seek_step: dt.timedelta = span_seek.SEEK_FIRST_STEP
+    """The first slice of time a seek reads (:data:`ledger.span_seek.SEEK_FIRST_STEP`)."""
 
     def floors(self, topic: str, partition: int) -> tuple[int, int] | None:
         """``(U, D)``: the lowest upstream and downstream offsets the held window of

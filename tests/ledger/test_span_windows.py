@@ -275,3 +275,21 @@ def test_a_store_without_a_ledger_names_what_it_cannot_read(ledger) -> None:
     store.history = store.recent = None
     with pytest.raises(ValueError, match=r"holds windows only .*\('T', 0\)"):
         store.forward("T", 0, 0)
+
+
+def test_a_refresh_over_a_store_that_sought_writes_the_window_as_loaded(ledger) -> None:
+    """An engine keeps its store: a checkpoint pass's seek, then a refresh at the same version
+    through the same engine, writes the window and positions it loaded, not the runs sought."""
+    location, engine = ledger
+    write(location, {0: exactly_once(0, 0, 30)}, 0)
+    refresh(engine, {FLOW: ("P", "B")}, window=WINDOW)
+    before = snapshot(engine)
+    same = LedgerEngine(location)
+    store = same.load_store(FLOW)
+    assert store.forward("T", 0, 1).offset == forward([Run(*r) for r in
+                                                       exactly_once(0, 0, 30)], 1)
+    assert store.prepended == {("T", 0): 26}
+    refresh(same, {FLOW: ("P", "B")}, window=WINDOW)
+    after = snapshot(same)
+    assert [(r["batch_id"], r["upstream_offset"], r["seek_upstream_offset"]) for r in after[0]] \
+        == [(r["batch_id"], r["upstream_offset"], r["seek_upstream_offset"]) for r in before[0]]
