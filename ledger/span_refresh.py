@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from ledger.config import DEFAULT_SPANS_WINDOW
 from ledger.engine import LedgerEngine, literal, timestamp
 from ledger.schemas import OFFSET_SYNC_SPANS, OFFSET_SYNCS
-from ledger.span_snapshots import SPAN_RUN_ID, Key, tail_start
+from ledger.span_snapshots import SEEK_COLUMNS, SPAN_RUN_ID, Key, tail_start
 from ledger.spans import seek_floors, window_start
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
@@ -46,25 +46,33 @@ def span_rows(store: OffsetSyncStore, source_cluster: str, target_cluster: str,
               written_at: dt.datetime, keys: Iterable[Key] | None = None,
               window: int | None = None) -> list[dict]:
     """offset_syncs-shaped rows of a store's spans (run_id "span", batch_id the span's
-    position in its epoch); with ``window``, each partition's from its window's start on, and
-    a windowed partition's seek floors (:func:`ledger.spans.seek_floors`) on each of its rows."""
+    position in its epoch, in write order).
+
+    With ``window`` (a snapshot), each partition's window as loaded is cut again: its spans from
+    the new cut on, and its seek floors (:func:`ledger.spans.seek_floors`) on each of its rows.
+    Without (an operation's evidence), every span the store translated over, the runs a seek put
+    before a window included (numbered on from the window's first position: they order its rows
+    in write order, and answer like the whole epoch at and above their own floors).
+    """
     rows = []
     for topic, partition in sorted(store.runs if keys is None else keys):
-        spans = store.window(topic, partition)  # not the runs a seek read before it
+        key = (topic, partition)
+        spans = store.window(topic, partition) if window is not None else store.runs.get(key, [])
         cut = 0 if window is None else window_start(spans, window)
-        left_out = store.dropped.get((topic, partition), 0)
-        seek = (seek_floors(spans, cut, store.seek.get((topic, partition)) if left_out else None)
-                if left_out + cut else None)
-        seek_u, seek_d = seek or (None, None)
+        left_out = store.dropped.get(key, 0)
         first = left_out + cut
+        floors: dict = {}
+        if window is not None:
+            seek = (seek_floors(spans, cut, store.seek.get(key) if left_out else None)
+                    if first else None)
+            floors = dict(zip(SEEK_COLUMNS, seek or (None, None), strict=True))
         rows.extend({
             "flow": store.flow, "source_cluster": source_cluster,
             "target_cluster": target_cluster, "topic": topic,
             "replica_topic": store.replica_topics[topic], "partition": partition,
             "upstream_offset": span.upstream_offset, "downstream_offset": span.downstream_offset,
             "length": span.length, "run_id": SPAN_RUN_ID, "batch_id": first + index,
-            "written_at": written_at, "seek_upstream_offset": seek_u,
-            "seek_downstream_offset": seek_d,
+            "written_at": written_at, **floors,
         } for index, span in enumerate(spans[cut:]))
     return rows
 

@@ -30,3 +30,33 @@ def test_checkpoint_rows_only_for_groups_with_an_operation():
     assert list(row)[:len(CHECKPOINTS_SCHEMA.fields)] == CHECKPOINTS_SCHEMA.fieldNames()
     assert (row["checkpoint_id"], row["operation_id"], row["checkpoints_version"]) == (
         "c1", "op-1", 7)
+
+
+def test_the_evidence_holds_the_runs_a_seek_read_before_the_window():
+    """A resume point below its partition's window was translated over the runs a seek put
+    before the window: the evidence records them, so the audit re-translates alike."""
+    from ledger.config import config_from_mapping
+    from ledger.store import OffsetSyncStore
+    from ledger.translation import Run, forward
+    from pipelines.failover.evidence import run_rows
+
+    history = [Run(10 * i, 20 * i, 10) for i in range(8)]
+    written = [NOW + dt.timedelta(minutes=i) for i in range(8)]
+    key = ("Payments", 1)
+    store = OffsetSyncStore("P->B", 3, {key: history[5:]}, {"Payments": "P.Payments"},
+                            dropped={key: 5}, seek={key: (0, 0)}, covered_until=written[7])
+    store.recent = lambda keys, after, until: [
+        {"topic": "Payments", "partition": 1, "upstream_offset": r.upstream_offset,
+         "downstream_offset": r.downstream_offset, "length": r.length,
+         "written_at": written[i], "batch_id": i}
+        for i, r in enumerate(history) if after < written[i] <= until]
+    assert store.forward("Payments", 1, 14).offset == forward(history, 14) == 24
+    config = config_from_mapping({
+        "clusters": {"P": {"bootstrap.servers": "h:1"}, "B": {"bootstrap.servers": "h:2"}},
+        "flows": {"P->B": True}})
+    rows = run_rows([FORWARD], {"G": "op-1"}, {"P->B": store}, config, NOW)
+    evidence = [Run(r["upstream_offset"], r["downstream_offset"], r["length"])
+                for r in sorted(rows, key=lambda r: r["batch_id"])]
+    assert evidence == history  # the sought runs 0 to 4, then the window
+    assert forward(evidence, 14) == 24
+    assert not any(k.startswith("seek_") for r in rows for k in r)
