@@ -95,13 +95,14 @@ def _compare(plain: OffsetSyncStore, kept: OffsetSyncStore, location: str,
         read: list[int] = []
         if fresh.recent is not None:
             fresh.recent = _counted(fresh.recent, read)
+        windowed = keys[0] in fresh.dropped
         started = time.perf_counter()
         deep = fresh.forward(topic, partition, low)
         point[f"below_{label}_s"] = round(time.perf_counter() - started, 3)
         point[f"below_{label}_runs_read"] = sum(read)
-        point[f"below_{label}_read"] = ("window" if not read and keys[0] in fresh.dropped
-                                        and not fresh.prepended else
-                                        "seek" if keys[0] in fresh.prepended else "whole epoch")
+        point[f"below_{label}_read"] = (
+            "held (no window)" if not windowed else "seek" if keys[0] in fresh.prepended
+            else "window" if keys[0] in fresh.dropped else "whole epoch")
         if deep != plain.forward(topic, partition, low):
             raise SystemExit(f"at {point['commits']} commits an offset below the window differs")
 
