@@ -74,36 +74,41 @@ def _answers(store: OffsetSyncStore, keys: list[tuple[str, int]]) -> list:
     return out
 
 
-def _compare(plain: OffsetSyncStore, kept: OffsetSyncStore, location: str,
-             point: dict) -> None:
-    """The windowed store answers like the plain one at the heads and far below them."""
+def _compare(plain: OffsetSyncStore, kept: OffsetSyncStore, point: dict) -> None:
+    """The windowed store answers like the plain one at the heads of 20 sampled partitions."""
     keys = sorted(plain.runs)[::len(plain.runs) // SAMPLE or 1][:SAMPLE]
     if _answers(plain, keys) != _answers(kept, keys):
         raise SystemExit(f"at {point['commits']} commits the two stores translate differently")
     point["windowed_partitions"] = len(kept.dropped)
     point["held_spans"] = sum(len(v) for v in kept.runs.values())
     point["seek_floored_partitions"] = len(kept.seek)
-    topic, partition = keys[0]
-    runs = plain.runs[keys[0]]
-    # a group 1 and 10 minutes behind the head (about 4 runs a commit: 5 runs in 4 of 5
-    # commits), and one at the epoch's first run (below every window: as old as the flow)
+
+
+def _below(plain: str, kept: str, point: dict) -> None:
+    """Offsets 1 and 10 minutes behind a sampled partition's head (about 4 runs a commit: 5
+    runs in 4 of 5 commits) and at its epoch's first run (below every window: as old as the
+    flow), each on a fresh load of the upkeep's ledger: how it was read (the window, a seek, the
+    whole epoch), the runs the seek read and the time; the answer must be the raw runs'."""
+    key = ("T000", 0)
+    reference = LedgerEngine(plain).load_store(yh.FLOW, partitions={key}, raw=True)
+    runs = reference.runs[key]
     for label, back in (("1min", 4 * 12), ("10min", 4 * 120), ("start", len(runs) - 1)):
         if back >= len(runs):
             continue
         low = runs[-1 - back].upstream_offset + 1
-        fresh = LedgerEngine(location).load_store(yh.FLOW)
+        fresh = LedgerEngine(kept).load_store(yh.FLOW)
         read: list[int] = []
         if fresh.recent is not None:
             fresh.recent = _counted(fresh.recent, read)
-        windowed = keys[0] in fresh.dropped
+        windowed = key in fresh.dropped
         started = time.perf_counter()
-        deep = fresh.forward(topic, partition, low)
+        deep = fresh.forward(*key, low)
         point[f"below_{label}_s"] = round(time.perf_counter() - started, 3)
         point[f"below_{label}_runs_read"] = sum(read)
         point[f"below_{label}_read"] = (
-            "held (no window)" if not windowed else "seek" if keys[0] in fresh.prepended
-            else "window" if keys[0] in fresh.dropped else "whole epoch")
-        if deep != plain.forward(topic, partition, low):
+            "held (no window)" if not windowed else "seek" if key in fresh.prepended
+            else "window" if key in fresh.dropped else "whole epoch")
+        if deep != reference.forward(*key, low):
             raise SystemExit(f"at {point['commits']} commits an offset below the window differs")
 
 
@@ -147,13 +152,16 @@ def run(points: list[int], runs: int, work: Path, mode: str = "alo",
             point["plain_s"] = f"Spark (more than {RUNS_IN_PROCESS:,} runs)"
             point["upkeep_s"], kept_store = _load(kept)
             point["held_spans"] = sum(len(v) for v in kept_store.runs.values())
+            point["seek_floored_partitions"] = len(kept_store.seek)
         else:
             point["plain_s"], plain_store = _load(plain)
             point["upkeep_s"], kept_store = _load(kept)
             if mode == "eos":
-                _compare(plain_store, kept_store, kept, point)
+                _compare(plain_store, kept_store, point)
             elif plain_store.runs != kept_store.runs:
                 raise SystemExit(f"at {i + 1} commits the two loads differ")
+        if mode == "eos":
+            _below(plain, kept, point)
         results.append(point)
         print(json.dumps(point), flush=True)
     upkeep.close()
@@ -177,12 +185,14 @@ def main(argv: list[str] | None = None) -> int:
         points, args.runs, work, args.mode, args.window))
     out = save_results(f"tail-growth-{args.mode}", results)
     print("| commits | hours | runs | load, no upkeep (s) | load, upkeep (s) | spans held "
-          "| below a window (s) | refreshes | refresh (s) |\n"
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| 10 min behind: read, runs, s | the epoch's start: read, runs, s | refreshes "
+          "| refresh (s) |\n|---:|---:|---:|---:|---:|---:|---|---|---:|---:|")
     for r in results:
         plain = r["plain_s"] if isinstance(r["plain_s"], str) else f"{r['plain_s']:.2f}"
+        below = [", ".join(str(r.get(f"below_{label}_{k}", "")) for k in ("read", "runs_read", "s"))
+                 if f"below_{label}_s" in r else "" for label in ("10min", "start")]
         print(f"| {r['commits']} | {r['hours']} | {r['runs']:,} | {plain} | "
-              f"{r['upkeep_s']:.2f} | {r.get('held_spans', '')} | {r.get('below_window_s', '')} "
+              f"{r['upkeep_s']:.2f} | {r.get('held_spans', '')} | {below[0]} | {below[1]} "
               f"| {r['refreshes']} | {r['refresh_s_median']} |")
     print(f"results: {out}")
     return 0

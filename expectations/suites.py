@@ -244,6 +244,11 @@ def _offset_sync_spans() -> list:
         f"FROM {view(OFFSET_SYNCS)} GROUP BY flow, topic, `partition`) r "
         "USING (flow, topic, `partition`) "
         "WHERE r.recorded_end IS NULL OR s.downstream_offset + s.length > r.recorded_end")
+    unseekable = (
+        "SELECT * FROM {batch} WHERE (seek_upstream_offset IS NULL) <> "
+        "(seek_downstream_offset IS NULL) OR (seek_downstream_offset IS NOT NULL AND "
+        "(batch_id = 0 OR seek_downstream_offset >= downstream_offset "
+        "OR seek_upstream_offset > upstream_offset))")
     return [
         *_run_shape("span"),
         _spans_of_one_epoch("offset_syncs_version", "a snapshot's"),
@@ -251,6 +256,9 @@ def _offset_sync_spans() -> list:
               "all spans of a flow come from one offset_syncs version and one covered_until"),
         _rows("within_recorded_runs", beyond,
               "every span lies within the runs offset_syncs records for its flow partition"),
+        _rows("seek_floors_below_the_window", unseekable,
+              "a windowed partition's seek floors lie below every span of its window, on both "
+              "sides or on neither; a partition held whole has none"),
     ]
 
 
