@@ -89,9 +89,15 @@ def _below(plain: str, kept: str, point: dict) -> None:
     runs in 4 of 5 commits) and at its epoch's first run (below every window: as old as the
     flow), each on a fresh load of the upkeep's ledger: how it was read (the window, a seek, the
     whole epoch), the runs the seek read and the time; the answer must be the raw runs'."""
-    key = ("T000", 0)
-    reference = LedgerEngine(plain).load_store(yh.FLOW, partitions={key}, raw=True)
-    runs = reference.runs[key]
+    engine = LedgerEngine(plain)
+    for p in range(0, yh.PARTITIONS, yh.BLOCK):  # one partition of each block: one has runs
+        key = yh.topic_of(p)
+        reference = engine.load_store(yh.FLOW, partitions={key}, raw=True)
+        runs = reference.runs.get(key)
+        if runs:
+            break
+    else:
+        return
     for label, back in (("1min", 4 * 12), ("10min", 4 * 120), ("start", len(runs) - 1)):
         if back >= len(runs):
             continue
