@@ -322,3 +322,29 @@ def test_a_windowed_snapshot_loads_in_spark_like_in_delta_rs(windowed: Ledger, m
     assert store.dropped == {} and len(store.runs[("Payments", 0)]) == 40
     assert_translates_like(store, 0, all_runs)
     assert_translates_like(store, 1, [translation.Run(*r) for r in CONTIGUOUS[:40]])
+
+
+def test_a_spark_refresh_adds_the_seek_columns_to_an_older_snapshot_table(spark, tmp_path):
+    """A snapshot table of an earlier release (no seek columns) through Spark: the store loads
+    its windows, and a refresh adds the two columns with ALTER TABLE before it writes."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from ledger.schemas import arrow_schema
+
+    lg = Ledger(spark, str(tmp_path / "ledger"))
+    lg.init()
+    DeltaTable.create(lg.table_path(OFFSET_SYNC_SPANS), pa.schema(
+        [f for f in arrow_schema(OFFSET_SYNC_SPANS) if not f.name.startswith("seek_")]),
+        mode="overwrite")
+    append_in(lg, rows(0, TRANSACTIONS[:30], 0), 3)
+    assert "seek_upstream_offset" not in lg.read(OFFSET_SYNC_SPANS).columns
+    assert OffsetSyncStore.load(lg, "P->B").dropped == {}
+    refresh(lg, FLOWS, window=4)
+    assert {"seek_upstream_offset", "seek_downstream_offset"} <= set(
+        lg.read(OFFSET_SYNC_SPANS).columns)
+    store = OffsetSyncStore.load(lg, "P->B")
+    assert store.dropped == {("Payments", 0): 26} and store.seek == {("Payments", 0): (0, 0)}
+    all_runs = [translation.Run(*r) for r in TRANSACTIONS[:30]]
+    assert store.forward("Payments", 0, 3).offset == translation.forward(all_runs, 3)
+    assert store.prepended == {("Payments", 0): 26}
