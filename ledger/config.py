@@ -43,7 +43,7 @@ DEFAULT_SPANS_REFRESH_COMMITS = 360  # an hour of 10 s batches
 DEFAULT_SPANS_REFRESH_RUNS = 50_000
 # Spans a windowed partition's snapshot keeps (an exactly-once flow's runs never coalesce): a
 # store load holds at most about twice this per partition; a group committed further back
-# than the window makes its load read that partition's raw runs (ledger.store).
+# than the window makes its load read that partition's runs since its offset (ledger.span_seek).
 DEFAULT_SPANS_WINDOW = 200
 # Exactly-once transaction boundary (bench/README.md, "Latency": measured against MM2's own).
 DEFAULT_TRANSACTION_BOUNDARY_INTERVAL_MS = 30
