@@ -34,7 +34,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from ledger.translation import Run
+from ledger.translation import Run, epoch_starts
 
 __all__ = ["SEEK_FIRST_STEP", "SEEK_GROWTH", "SEEK_LIMIT", "Reader", "Target", "seek"]
 
@@ -86,10 +86,7 @@ def kept(rows: list[Mapping], target: Target) -> list[Run]:
     """The runs of ``rows`` (one partition, write order) to prepend to its window: the current
     epoch's from the seek floors' ``R`` up to the window."""
     runs = [Run(r["upstream_offset"], r["downstream_offset"], r["length"]) for r in rows]
-    start = 0
-    for i in range(1, len(runs)):
-        if runs[i].downstream_offset < runs[i - 1].downstream_end:
-            start = i
+    start = max((i for i, first in enumerate(epoch_starts(runs)) if first), default=0)
     return [r for r in runs[start:]
             if target.floors[1] <= r.downstream_offset < target.window]
 

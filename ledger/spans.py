@@ -209,10 +209,7 @@ def window_start(spans: Sequence[RunLike], keep: int) -> int:
     items = [Run.of(s) for s in spans]
     if len(items) <= 2 * keep:
         return 0
-    lowest = [0] * (len(items) + 1)  # lowest[k]: min u of items[k:]
-    lowest[len(items)] = 1 << 62
-    for k in range(len(items) - 1, -1, -1):
-        lowest[k] = min(items[k].upstream_offset, lowest[k + 1])
+    lowest = _lowest_starts(items)
     highest = 0  # max e of items[:k]
     best = 0
     for k in range(1, len(items) - keep + 1):
@@ -246,13 +243,19 @@ def seek_floors(spans: Sequence[RunLike], cut: int,
         first -= 1
     if first == 0 and carried is not None:
         return carried
-    lowest = [0] * (len(items) + 1)  # lowest[k]: min u of items[k:]
-    lowest[len(items)] = 1 << 62
-    for k in range(len(items) - 1, -1, -1):
-        lowest[k] = min(items[k].upstream_offset, lowest[k + 1])
+    lowest = _lowest_starts(items)
     highest = max((s.upstream_end for s in items[:first]), default=0)
     for j in range(first, cut):
         if highest <= lowest[j]:
             return lowest[j], items[j].downstream_offset
         highest = max(highest, items[j].upstream_end)
     return None
+
+
+def _lowest_starts(items: Sequence[Run]) -> list[int]:
+    """``lowest[k]``: the lowest upstream start of ``items[k:]`` (one past the end: above all)."""
+    lowest = [0] * (len(items) + 1)
+    lowest[len(items)] = 1 << 62
+    for k in range(len(items) - 1, -1, -1):
+        lowest[k] = min(items[k].upstream_offset, lowest[k + 1])
+    return lowest
