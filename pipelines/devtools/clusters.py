@@ -20,6 +20,7 @@ import base64
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -148,6 +149,10 @@ def _new_cluster_id() -> str:
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST_PORT = 20000
 _RANDOM = random.SystemRandom()  # never a seeded sequence: two processes must not agree
+_HANDED_OUT: set[int] = set()  # ports free_port returned in this process
+# Kafka's SocketServer: "Socket server failed to bind to 127.0.0.1:23456: Address already in use."
+_BIND_CLASH = re.compile(r"failed to bind to \S*?:(\d+): Address already in use")
+PORT_RACE_RESTARTS = 3  # fresh ports taken by another process between choice and bind
 
 
 def _ephemeral_low() -> int | None:
@@ -164,12 +169,18 @@ def free_port(host: str = "127.0.0.1") -> int:
     Taken below the kernel's ephemeral range where the system has one: a port from that range
     (what binding port 0 returns) can be handed to any outgoing connection's local end between
     this call and the server's bind (a broker then fails with "Address already in use"), while
-    ports below it are only ever taken by a bind.
+    ports below it are only ever taken by a bind. A process is never handed the same port
+    twice: a cluster's ports are all chosen before its first broker binds any of them, so a
+    free-but-chosen port would otherwise be chosen again (another process can still take one
+    first: :meth:`EmbeddedClusters.up` then starts that broker again on new ports).
     """
     low = _ephemeral_low()
     if low is not None and low - _LOWEST_PORT >= 1000:
+        if len(_HANDED_OUT) > (low - _LOWEST_PORT) // 2:
+            _HANDED_OUT.clear()  # a long-lived process: the oldest servers are long gone
         for port in _RANDOM.sample(range(_LOWEST_PORT, low), 200):
-            if port_free(host, port):
+            if port not in _HANDED_OUT and port_free(host, port):
+                _HANDED_OUT.add(port)
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -268,6 +279,9 @@ class EmbeddedClusters:
         self.security = security or recorded
         self.material = (SecurityMaterial(self.data_dir, self.security)
                          if self.security else None)
+        # alias -> the controller and inter-broker ports _prepare chose for a fresh log dir
+        self._chosen: dict[str, set[int]] = {}
+        self._log_start: dict[str, int] = {}  # alias -> broker.log's size at the last launch
 
     def client_config(self, alias: str, user: str = "admin") -> dict[str, Any]:
         """librdkafka properties of ``user`` for ``alias``'s broker (secrets included: only
@@ -316,6 +330,7 @@ class EmbeddedClusters:
         else:
             controller_port, internal_port = free_port(host), free_port(host)
             shutil.rmtree(log_dir, ignore_errors=True)
+            self._chosen[alias] = {controller_port, internal_port}
         used = [(port, "broker"), (controller_port, "controller")]
         if self.material is not None:
             used.append((internal_port, "inter-broker"))
@@ -363,27 +378,24 @@ class EmbeddedClusters:
             timeout = dev_settings.broker_start_timeout()
         started: list[str] = []
         procs: dict[str, subprocess.Popen] = {}
+        restarts = dict.fromkeys(self.aliases, 0)
         try:
             for alias in self.aliases:
                 if self.pid(alias) is not None:
                     continue
-                cmd = self._prepare(alias)
-                log = open(self._dir(alias) / "broker.log", "ab")
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True,
-                                        cwd=self._dir(alias),
-                                        preexec_fn=die_with_parent if self.tied_to_parent
-                                        else None)
-                log.close()
-                self._pid_file(alias).write_text(str(proc.pid))
+                self._chosen.pop(alias, None)
+                procs[alias] = self._launch(alias)
                 started.append(alias)
-                procs[alias] = proc
             deadline = time.monotonic() + timeout
             pending = list(self.aliases)
             while pending:
                 for alias in list(pending):
                     proc = procs.get(alias)
                     if proc is not None and proc.poll() is not None:
+                        if restarts[alias] < PORT_RACE_RESTARTS and self._lost_port_race(alias):
+                            restarts[alias] += 1
+                            procs[alias] = self._launch(alias)
+                            continue
                         raise ClusterError(f"cluster {alias}: broker exited with code "
                                            f"{proc.returncode}: {self._log_tail(alias)}")
                     client = self.client_config(alias)
@@ -401,6 +413,40 @@ class EmbeddedClusters:
                 self.stop(alias, hard=True)
             raise
         return {alias: self.bootstrap(alias) for alias in self.aliases}
+
+    def _launch(self, alias: str) -> subprocess.Popen:
+        cmd = self._prepare(alias)
+        log = open(self._dir(alias) / "broker.log", "ab")
+        self._log_start[alias] = log.tell()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                cwd=self._dir(alias),
+                                preexec_fn=die_with_parent if self.tied_to_parent else None)
+        log.close()
+        self._pid_file(alias).write_text(str(proc.pid))
+        return proc
+
+    def _lost_port_race(self, alias: str) -> bool:
+        """Whether ``alias``'s broker, just started on a fresh log dir, exited because another
+        process bound a controller or inter-broker port between :func:`free_port` choosing it
+        and the broker binding it. Its state is then forgotten, so that the next
+        :meth:`_prepare` chooses new ports and formats anew (the broker never ran: nothing is
+        lost). The configured broker port is the user's: a clash on it is an error."""
+        chosen = self._chosen.get(alias)
+        if not chosen:
+            return False
+        try:
+            with open(self._dir(alias) / "broker.log", "rb") as log:
+                log.seek(self._log_start.get(alias, 0))
+                text = log.read().decode(errors="replace")
+        except FileNotFoundError:
+            return False
+        clashes = {int(port) for port in _BIND_CLASH.findall(text)}
+        if not clashes or not clashes <= chosen:
+            return False
+        (self._dir(alias) / "controller.port").unlink(missing_ok=True)
+        shutil.rmtree(self._dir(alias) / "data", ignore_errors=True)
+        return True
 
     def bootstrap(self, alias: str) -> str:
         host, port = _host_port(self.config.cluster(alias))

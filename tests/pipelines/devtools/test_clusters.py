@@ -115,3 +115,65 @@ def test_free_port_is_outside_the_ephemeral_range_and_bindable(monkeypatch, tmp_
     monkeypatch.setattr(clusters, "_EPHEMERAL_RANGE", tmp_path / "missing")
     assert clusters._ephemeral_low() is None
     assert 0 < free_port() < 65536
+
+
+@pytest.mark.unit
+def test_free_port_never_hands_a_process_the_same_port_twice(monkeypatch):
+    """A cluster's ports are all chosen before any broker binds one: a port chosen for P's
+    listener must not come back as B's controller port (seen as a broker that could not bind
+    a port nothing else was meant to hold)."""
+    from pipelines.devtools import clusters
+
+    monkeypatch.setattr(clusters, "_HANDED_OUT", set())
+    if clusters._ephemeral_low() is None:
+        pytest.skip("no ephemeral range known here: the kernel picks the port")
+    ports = [free_port() for _ in range(400)]
+    assert len(set(ports)) == len(ports)
+
+
+def test_a_fresh_port_taken_before_the_broker_binds_it_is_chosen_again(tmp_path, monkeypatch):
+    """Another process can bind a port between free_port choosing it and the broker binding
+    it: the broker exits, and ``up`` starts it again on new ports instead of failing."""
+    from pipelines.devtools import clusters
+
+    with socket.socket() as thief:
+        thief.bind(("127.0.0.1", 0))
+        thief.listen()
+        stolen = thief.getsockname()[1]
+        real_free, real_check = clusters.free_port, clusters.port_free
+        handed = iter([stolen])
+        # the controller port is chosen free, then taken before the broker binds it
+        monkeypatch.setattr(clusters, "free_port", lambda host="127.0.0.1": next(
+            handed, None) or real_free(host))
+        monkeypatch.setattr(clusters, "port_free",
+                            lambda host, port: port == stolen or real_check(host, port))
+        raw = {"clusters": {"X": {"bootstrap.servers": f"127.0.0.1:{real_free()}"}},
+               "embedded": {"data.dir": str(tmp_path)}}
+        embedded = EmbeddedClusters(config_from_mapping(raw), tied_to_parent=True)
+        try:
+            embedded.up()
+            controller = int((tmp_path / "X" / "controller.port").read_text().split()[0])
+            assert controller != stolen
+            assert "Address already in use" in (tmp_path / "X" / "broker.log").read_text()
+            assert embedded.status()[0].answering
+        finally:
+            embedded.down()
+
+
+def test_the_configured_broker_port_taken_at_bind_is_an_error(tmp_path, monkeypatch):
+    """Only ports ``up`` chose itself are chosen again: the configured listener is the user's."""
+    from pipelines.devtools import clusters
+
+    with socket.socket() as thief:
+        thief.bind(("127.0.0.1", 0))
+        thief.listen()
+        taken = thief.getsockname()[1]
+        real_check = clusters.port_free
+        monkeypatch.setattr(clusters, "port_free",
+                            lambda host, port: port == taken or real_check(host, port))
+        raw = {"clusters": {"X": {"bootstrap.servers": f"127.0.0.1:{taken}"}},
+               "embedded": {"data.dir": str(tmp_path)}}
+        embedded = EmbeddedClusters(config_from_mapping(raw), tied_to_parent=True)
+        with pytest.raises(ClusterError, match=f"failed to bind to 127.0.0.1:{taken}"):
+            embedded.up()
+        assert embedded.pid("X") is None
