@@ -32,12 +32,16 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     os.environ.setdefault("OFFSET_LEDGER_STATE_DIR",
                           tempfile.mkdtemp(prefix=f"offset-ledger-tests-{worker}-"))
-    # The suite's JVMs (Spark drivers, brokers) live minutes on tiny data: the C2 compiler's
-    # work would never pay back, and on 2 cores it halves a Spark driver's CPU (38 s -> 20 s
-    # for tests/ledger/test_span_snapshots.py's ledger). Results are the JVM's contract either
+    # Most of the suite's JVMs (brokers, spark-submit drivers, the CLI's own Spark) live
+    # minutes on tiny data: the C2 compiler's work would never pay back, and on 2 cores C1
+    # alone halves such a Spark driver's CPU (38 s -> 20 s for one file's ledger). The session's
+    # own SparkSession is the exception (see ``spark``). Results are the JVM's contract either
     # way; the jobs, the demo and the benchmarks keep the JVM's defaults.
     os.environ.setdefault("OFFSET_LEDGER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
 
+
+# Options of the session SparkSession's JVM instead of $OFFSET_LEDGER_JVM_OPTIONS (default none).
+SESSION_JVM_OPTIONS = "OFFSET_LEDGER_TEST_SESSION_JVM_OPTIONS"
 
 # Fixtures that start something, and the marker a test using them must carry, so that a tier
 # (`make check`, `-m unit`) never starts brokers or a JVM it did not ask for.
@@ -87,9 +91,20 @@ def spark():
     from pipelines.spark import get_spark, jars_dir, spark_jars
 
     consumer_jars = sorted(str(p) for p in jars_dir("spark-kafka").glob("*.jar"))
-    session = get_spark("offset-ledger-tests", master="local[2]", ui=False,
-                        extra_conf={"spark.jars": ",".join(spark_jars() + consumer_jars),
-                                    **TINY_DATA_CONF})
+    # This JVM runs every Spark test of its worker, a quarter of an hour: there the C2
+    # compiler's code pays back (three Spark-heavy files in one process: 365 s with C1 alone,
+    # 265 s with the JVM's default tiers), unlike in the short-lived JVMs the tests launch.
+    saved = os.environ.pop("OFFSET_LEDGER_JVM_OPTIONS", None)
+    os.environ["OFFSET_LEDGER_JVM_OPTIONS"] = os.environ.get(SESSION_JVM_OPTIONS, "")
+    try:
+        session = get_spark("offset-ledger-tests", master="local[2]", ui=False,
+                            extra_conf={"spark.jars": ",".join(spark_jars() + consumer_jars),
+                                        **TINY_DATA_CONF})
+    finally:
+        if saved is None:
+            os.environ.pop("OFFSET_LEDGER_JVM_OPTIONS", None)
+        else:
+            os.environ["OFFSET_LEDGER_JVM_OPTIONS"] = saved
     yield session
     session.stop()
 
