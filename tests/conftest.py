@@ -20,7 +20,7 @@ import yaml
 from ledger.config import Config, config_from_mapping
 from pipelines.devtools.clusters import EmbeddedClusters, free_port
 from tests import timing
-from tests.tiny_spark import TINY_DATA_CONF
+from tests.tiny_spark import SESSION_JVM_OPTIONS, TINY_DATA_CONF
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,9 +39,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # way; the jobs, the demo and the benchmarks keep the JVM's defaults.
     os.environ.setdefault("OFFSET_LEDGER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
 
-
-# Options of the session SparkSession's JVM instead of $OFFSET_LEDGER_JVM_OPTIONS (default none).
-SESSION_JVM_OPTIONS = "OFFSET_LEDGER_TEST_SESSION_JVM_OPTIONS"
 
 # Fixtures that start something, and the marker a test using them must carry, so that a tier
 # (`make check`, `-m unit`) never starts brokers or a JVM it did not ask for.
@@ -95,7 +92,7 @@ def spark():
     # compiler's code pays back (three Spark-heavy files in one process: 365 s with C1 alone,
     # 265 s with the JVM's default tiers), unlike in the short-lived JVMs the tests launch.
     saved = os.environ.pop("OFFSET_LEDGER_JVM_OPTIONS", None)
-    os.environ["OFFSET_LEDGER_JVM_OPTIONS"] = os.environ.get(SESSION_JVM_OPTIONS, "")
+    os.environ["OFFSET_LEDGER_JVM_OPTIONS"] = SESSION_JVM_OPTIONS
     try:
         session = get_spark("offset-ledger-tests", master="local[2]", ui=False,
                             extra_conf={"spark.jars": ",".join(spark_jars() + consumer_jars),

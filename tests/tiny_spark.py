@@ -13,3 +13,7 @@ TINY_DATA_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.adaptive.enabled": "false",
 }
+
+# The session SparkSession's JVM (tests/conftest.py): all of the JVM's compiler tiers (its
+# default, spelled out so that a test can see the session's driver got its options).
+SESSION_JVM_OPTIONS = "-XX:TieredStopAtLevel=4"

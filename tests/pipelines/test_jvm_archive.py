@@ -13,6 +13,7 @@ from ledger.settings import SettingError
 from pipelines import jvm_archive
 from pipelines.devtools import jvm_archives
 from pipelines.spark import jars_dir
+from tests.tiny_spark import SESSION_JVM_OPTIONS
 
 
 def _folder(tmp_path: Path) -> tuple[Path, Path]:
@@ -112,11 +113,13 @@ def test_the_local_spark_driver_maps_the_archive_setup_made(spark):
 @pytest.mark.kafka
 def test_the_jvms_offset_ledger_launches_carry_the_configured_options(spark, kafka_clusters):
     """$OFFSET_LEDGER_JVM_OPTIONS (the suite sets it, tests/conftest.py) reaches the local Spark
-    driver and every embedded broker, beside their archives."""
+    driver and every embedded broker, beside their archives. The session's driver was launched
+    with the suite's options for it (all compiler tiers), the brokers with the suite's own."""
     options = settings.jvm_options()
     assert options, "the suite runs its JVMs with $OFFSET_LEDGER_JVM_OPTIONS"
     runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert set(options) <= set(runtime.getInputArguments())
+    driver = set(runtime.getInputArguments())
+    assert SESSION_JVM_OPTIONS in driver and not set(options) <= driver
     for alias in kafka_clusters.aliases:
         pid = kafka_clusters.pid(alias)
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
