@@ -48,6 +48,9 @@ CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
 SUPPORTED_SPARK = ((4, 0), (4, 1))
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# A plain program's tasks per local dataset (a few ledger rows): the driver's rows become this
+# many partitions, and so files.
+DEFAULT_PARALLELISM = 4
 REQUIRED_LOCAL_JARS = ("delta-spark", "delta-storage")
 
 
@@ -199,7 +202,7 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
         .config("spark.ui.showConsoleProgress", "false")
         # Small local machines: a handful of shuffle partitions beats the default 200.
         .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions()))
-        .config("spark.default.parallelism", "4")
+        .config("spark.default.parallelism", str(DEFAULT_PARALLELISM))
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.warehouse.dir", str(state / "warehouse"))
         .config("spark.driver.host", "127.0.0.1")

@@ -26,6 +26,7 @@ from ledger.span_snapshots import SpanSnapshot
 from ledger.spans import coalesce
 from ledger.store import OffsetSyncStore
 from ledger.tables import Ledger
+from tests.tiny_spark import product_partitions
 
 pytestmark = pytest.mark.spark
 
@@ -78,7 +79,8 @@ def ledger(spark, tmp_path_factory) -> dict:
               4)
     before_snapshot = ledger.version(OFFSET_SYNCS)
     spark.sql(f"OPTIMIZE {ledger.identifier(OFFSET_SYNCS)}").collect()  # as maintain does
-    reports = refresh(ledger, FLOWS)
+    with product_partitions(spark):  # a snapshot in several files: file skipping is tested
+        reports = refresh(ledger, FLOWS)
     covered_version = ledger.version(OFFSET_SYNCS)
     append_in(ledger, [r for p, (_, tail) in HISTORIES.items()
                        for r in rows(p, tail, BATCHES)], 3)
