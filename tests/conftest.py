@@ -91,17 +91,11 @@ def spark():
     # This JVM runs every Spark test of its worker, a quarter of an hour: there the C2
     # compiler's code pays back (three Spark-heavy files in one process: 365 s with C1 alone,
     # 265 s with the JVM's default tiers), unlike in the short-lived JVMs the tests launch.
-    saved = os.environ.pop("OFFSET_LEDGER_JVM_OPTIONS", None)
-    os.environ["OFFSET_LEDGER_JVM_OPTIONS"] = SESSION_JVM_OPTIONS
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OFFSET_LEDGER_JVM_OPTIONS", SESSION_JVM_OPTIONS)
         session = get_spark("offset-ledger-tests", master="local[2]", ui=False,
                             extra_conf={"spark.jars": ",".join(spark_jars() + consumer_jars),
                                         **TINY_DATA_CONF, **ONE_TASK_CONF})
-    finally:
-        if saved is None:
-            os.environ.pop("OFFSET_LEDGER_JVM_OPTIONS", None)
-        else:
-            os.environ["OFFSET_LEDGER_JVM_OPTIONS"] = saved
     yield session
     session.stop()
 

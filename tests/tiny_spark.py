@@ -40,18 +40,20 @@ def product_partitions(spark) -> Iterator[None]:
     """The product's own task counts for the writes in the block (``ledger.settings``' shuffle
     partitions, ``pipelines.spark``'s parallelism for the driver's rows), instead of the
     session's one: what a test that counts the files a write leaves needs."""
+    import pytest
     from pyspark import SparkContext
 
     from ledger import settings
     from pipelines.spark import DEFAULT_PARALLELISM
 
     key = "spark.sql.shuffle.partitions"
-    saved, parallelism = spark.conf.get(key), SparkContext.defaultParallelism
+    saved = spark.conf.get(key)
     spark.conf.set(key, str(settings.shuffle_partitions()))
-    # a static setting of the running context: PySpark's parallelize reads it here
-    SparkContext.defaultParallelism = property(lambda _: DEFAULT_PARALLELISM)  # type: ignore
-    try:
-        yield
-    finally:
-        spark.conf.set(key, saved)
-        SparkContext.defaultParallelism = parallelism  # type: ignore[method-assign]
+    with pytest.MonkeyPatch.context() as patch:
+        # a static setting of the running context: PySpark's parallelize reads it here
+        patch.setattr(SparkContext, "defaultParallelism",
+                      property(lambda _: DEFAULT_PARALLELISM))
+        try:
+            yield
+        finally:
+            spark.conf.set(key, saved)
