@@ -20,7 +20,7 @@ import yaml
 from ledger.config import Config, config_from_mapping
 from pipelines.devtools.clusters import EmbeddedClusters, free_port
 from tests import timing
-from tests.tiny_spark import ONE_TASK_CONF, SESSION_JVM_OPTIONS, TINY_DATA_CONF
+from tests.tiny_spark import ONE_TASK_CONF, SESSION_JVM_OPTIONS, TINY_DATA_CONF, TINY_TABLE_CONF
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,7 +95,8 @@ def spark():
         patch.setenv("OFFSET_LEDGER_JVM_OPTIONS", SESSION_JVM_OPTIONS)
         session = get_spark("offset-ledger-tests", master="local[2]", ui=False,
                             extra_conf={"spark.jars": ",".join(spark_jars() + consumer_jars),
-                                        **TINY_DATA_CONF, **ONE_TASK_CONF})
+                                        **TINY_DATA_CONF, **ONE_TASK_CONF,
+                                        **TINY_TABLE_CONF})
     yield session
     session.stop()
 
