@@ -144,11 +144,11 @@ def start_pair(tmp_path_factory: pytest.TempPathFactory, security: str) -> Itera
 
 
 def kip848_consume(props: dict[str, Any], group: str, topics: list[str],
-                   limit: int | None = None, timeout: float = 90.0,
-                   quiet_s: float = 3.0) -> list[tuple[str, str]]:
+                   limit: int | None = None, timeout: float = 90.0) -> list[tuple[str, str]]:
     """Consume as a KIP-848 group member (``group.protocol=consumer``, ``subscribe``): to the
-    end (nothing new for ``quiet_s`` after the assignment delivered records) or ``limit``
-    records; commit what was processed; leave the group (it becomes empty)."""
+    end (every partition of ``topics`` assigned and read up to its high watermark as it was
+    when the call began) or ``limit`` records; commit what was processed; leave the group (it
+    becomes empty). The end is awaited as a condition, never as a quiet period."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({**props, "group.id": group, "group.protocol": "consumer",
@@ -157,20 +157,29 @@ def kip848_consume(props: dict[str, Any], group: str, topics: list[str],
     out: list[tuple[str, str]] = []
     last: dict[tuple[str, int], int] = {}
     try:
+        metadata = consumer.list_topics(timeout=30).topics
+        parts = [TopicPartition(t, p) for t in topics if t in metadata
+                 for p in metadata[t].partitions]
+        ends, position = {}, {}
+        for tp in consumer.committed(parts, timeout=30):
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            key = (tp.topic, tp.partition)
+            ends[key], position[key] = high, tp.offset if tp.offset >= 0 else low
         consumer.subscribe(topics)
         deadline = time.monotonic() + timeout
-        idle_since: float | None = None
-        while (limit is None or len(out) < limit) and time.monotonic() < deadline:
+        while limit is None or len(out) < limit:
+            assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+            if assigned >= ends.keys() and all(position[k] >= e for k, e in ends.items()):
+                break
+            assert time.monotonic() < deadline, (
+                f"{group} did not reach the end of {topics} (at {position}, ends {ends}, "
+                f"assigned {sorted(assigned)})")
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
-                if consumer.assignment() and idle_since is None:
-                    idle_since = time.monotonic()
-                if idle_since is not None and time.monotonic() - idle_since > quiet_s:
-                    break
                 continue
-            idle_since = None
             out.append((msg.topic(), msg.value().decode()))
-            last[(msg.topic(), msg.partition())] = msg.offset() + 1
+            key = (msg.topic(), msg.partition())
+            last[key] = position[key] = msg.offset() + 1
         if last:
             consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in last.items()],
                             asynchronous=False)
