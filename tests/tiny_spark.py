@@ -41,7 +41,8 @@ ONE_TASK_CONF = {
 #   creates and ``readlink`` for each rename of a log commit (4,300 processes in six minutes of
 #   Spark tests). The raw one writes the same files without checksums; Delta's commit is the
 #   same check-then-rename on both.
-# Together: 145-157 s -> 133 s for the dbt, snapshot and audit-evidence files.
+# Together: 145-157 s -> 133 s for the dbt, snapshot and audit-evidence files; the whole
+# suite 1,329.6 s -> 1,074.8 s.
 TINY_TABLE_CONF = {
     "spark.databricks.delta.stats.skipping": "false",
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
