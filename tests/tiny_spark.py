@@ -31,18 +31,17 @@ ONE_TASK_CONF = {
 }
 
 # The session's reads and writes of its tiny tables, also the session's only:
-# * No Delta data skipping. Delta plans each scan with a second query over the table's file
-#   statistics (PrepareDeltaScan: a quarter of the session driver's CPU in the dbt and snapshot
-#   tests, JFR) to skip files of tables that hold a few files each; the scan's own filter keeps
-#   the same rows, by Delta's contract. A test that counts the files a read skips reads under
+# * No Delta data skipping: no PrepareDeltaScan, which plans each scan with a query over the
+#   table's file statistics (a quarter of the session driver's CPU in a JFR profile), though
+#   most of its file listing then happens at scan time. The scan's own filter keeps the same
+#   rows, by Delta's contract. A test that counts the files a read skips reads under
 #   :func:`product_settings`.
-# * Hadoop's raw local file system: the checksummed one writes a ``.crc`` file beside every
+# * Hadoop's raw local file system: the checksummed one writes a ``.crc`` twin beside every
 #   data and log file and, with no native Hadoop library, forks ``chmod`` for each file it
-#   creates and ``readlink`` for each rename of a log commit (4,300 processes in six minutes of
-#   Spark tests). The raw one writes the same files without checksums; Delta's commit is the
-#   same check-then-rename on both.
-# Together: 145-157 s -> 133 s for the dbt, snapshot and audit-evidence files; the whole
-# suite 1,329.6 s -> 1,074.8 s.
+#   creates and ``readlink`` for each rename of a log commit; the raw one writes the same
+#   files without the twins (half the forks). Delta's commit is the same check-then-rename.
+# The whole suite, same machine and hour: 1,243.6 s and 1,944 CPU-s without these settings,
+# 1,074.8 to 1,181.0 s and 1,515 to 1,737 CPU-s with them (docs/internals.md, Tests).
 TINY_TABLE_CONF = {
     "spark.databricks.delta.stats.skipping": "false",
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
