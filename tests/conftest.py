@@ -34,10 +34,13 @@ def pytest_configure(config: pytest.Config) -> None:
                           tempfile.mkdtemp(prefix=f"offset-ledger-tests-{worker}-"))
     # Most of the suite's JVMs (brokers, spark-submit drivers, the CLI's own Spark) live
     # minutes on tiny data: the C2 compiler's work would never pay back, and on 2 cores C1
-    # alone halves such a Spark driver's CPU (38 s -> 20 s for one file's ledger). The session's
-    # own SparkSession is the exception (see ``spark``). Results are the JVM's contract either
-    # way; the jobs, the demo and the benchmarks keep the JVM's defaults.
-    os.environ.setdefault("OFFSET_LEDGER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
+    # alone halves such a Spark driver's CPU (38 s -> 20 s for one file's ledger). The serial
+    # collector spares them G1's concurrent threads and barriers (the brokers then run it
+    # instead of Kafka's usual G1). The session's own SparkSession keeps C2 (see ``spark``).
+    # Results are the JVM's contract either way; the jobs, the demo and the benchmarks keep the
+    # JVM's defaults.
+    os.environ.setdefault("OFFSET_LEDGER_JVM_OPTIONS",
+                          "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 # Fixtures that start something, and the marker a test using them must carry, so that a tier

@@ -49,8 +49,12 @@ TINY_TABLE_CONF = {
 }
 
 # The session SparkSession's JVM (tests/conftest.py): all of the JVM's compiler tiers (its
-# default, spelled out so that a test can see the session's driver got its options).
-SESSION_JVM_OPTIONS = "-XX:TieredStopAtLevel=4"
+# default, spelled out), and the serial collector. On 2 cores shared by two such drivers, G1's
+# concurrent threads and write barriers cost more than the serial collector's pauses on a 2 GB
+# heap: dbt, the evidence audits and the span snapshots in one process (20 tests, the driver's
+# threads read from /proc) took 170 to 176 s and 219 to 232 driver CPU-s with G1 (13.8 to 24 of
+# them G1's own threads), 148 to 150 s and 181 CPU-s with the serial collector (7 in its pauses).
+SESSION_JVM_OPTIONS = "-XX:TieredStopAtLevel=4 -XX:+UseSerialGC"
 
 
 @contextlib.contextmanager
