@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ledger.errors import OffsetLedgerError
@@ -136,6 +137,24 @@ def jvm_options() -> list[str]:
     except ValueError as exc:
         raise SettingError(f"${JVM_OPTIONS} must be options as a shell writes them: {exc}"
                            ) from None
+
+
+_COLLECTOR = re.compile(r"-XX:\+Use\w+GC")
+
+
+def chooses_collector(options: list[str]) -> bool:
+    """Whether JVM options pick a garbage collector (``-XX:+Use...GC``)."""
+    return any(_COLLECTOR.fullmatch(option) for option in options)
+
+
+def jvm_options_over(defaults: list[str]) -> list[str]:
+    """A launched JVM's ``defaults`` followed by :func:`jvm_options`, so that the user's word
+    wins: the JVM takes the last of two ``-XX``/``-Xmx`` values, but refuses two collectors, so a
+    collector chosen in ``$OFFSET_LEDGER_JVM_OPTIONS`` replaces the one in ``defaults``."""
+    user = jvm_options()
+    if chooses_collector(user):
+        defaults = [option for option in defaults if not _COLLECTOR.fullmatch(option)]
+    return [*defaults, *user]
 
 
 def spark_ui() -> bool:

@@ -190,8 +190,9 @@ def _local_session(app_name: str, master: str | None, ui: bool | None,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log4j = _log4j_file(state)
     archive = jvm_archive.archive_options("spark", jars_dir("spark"))
-    java_options = " ".join([*archive, *map(shlex.quote, settings.jvm_options()),
-                             *([java_options] if java_options else [])])
+    # The job's options first, the user's after them: theirs win (ledger.settings).
+    java_options = " ".join([*archive, *map(shlex.quote,
+                                            settings.jvm_options_over(shlex.split(java_options)))])
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)

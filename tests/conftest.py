@@ -19,6 +19,7 @@ import yaml
 
 from ledger.config import Config, config_from_mapping
 from pipelines.devtools.clusters import EmbeddedClusters, free_port
+from pipelines.devtools.settings import LEAN_JVM_OPTIONS
 from tests import timing
 from tests.tiny_spark import ONE_TASK_CONF, SESSION_JVM_OPTIONS, TINY_DATA_CONF, TINY_TABLE_CONF
 
@@ -39,8 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # instead of Kafka's usual G1). The session's own SparkSession keeps C2 (see ``spark``).
     # Results are the JVM's contract either way; the jobs, the demo and the benchmarks keep the
     # JVM's defaults.
-    os.environ.setdefault("OFFSET_LEDGER_JVM_OPTIONS",
-                          "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    os.environ.setdefault("OFFSET_LEDGER_JVM_OPTIONS", LEAN_JVM_OPTIONS)
 
 
 # Fixtures that start something, and the marker a test using them must carry, so that a tier

@@ -19,10 +19,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.devtools.settings import LEAN_JVM_OPTIONS
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).with_name("offset-ledger"))
 # Tuning only, in case a verb falls back to Spark: a quicker JVM start on a small machine.
-JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
+JVM_OPTS = f"{LEAN_JVM_OPTIONS} -Xshare:auto"
 
 
 def job_env(workdir: Path) -> dict[str, str]:

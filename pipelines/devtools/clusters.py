@@ -231,15 +231,6 @@ def _java() -> str:
     return java
 
 
-_COLLECTOR = re.compile(r"-XX:\+Use\w+GC")
-
-
-def chooses_collector(options: list[str]) -> bool:
-    """Whether JVM options pick a garbage collector: then a broker runs theirs, not Kafka's
-    usual G1 (the JVM refuses two, and ``$OFFSET_LEDGER_JVM_OPTIONS`` is the user's word)."""
-    return any(_COLLECTOR.fullmatch(option) for option in options)
-
-
 def _kafka_classpath() -> str:
     folder = jars_dir("kafka")
     if not any(folder.glob("kafka_2.13-*.jar")):
@@ -373,9 +364,8 @@ class EmbeddedClusters:
                                    f"{(result.stderr or result.stdout).strip()[-500:]}")
         heap = dev_settings.broker_heap()
         archive = shared if self.java_options is None else self.java_options
-        options = settings.jvm_options()
-        return [java, *archive, *options, f"-Xms{heap}", f"-Xmx{heap}",
-                *([] if chooses_collector(options) else ["-XX:+UseG1GC"]),
+        return [java, *archive,
+                *settings.jvm_options_over([f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC"]),
                 "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
                 "-cp", classpath, "kafka.Kafka", str(props)]

@@ -30,6 +30,7 @@ import pytest
 
 from pipelines import jvm_archive
 from pipelines.devtools.clusters import free_port
+from pipelines.devtools.settings import LEAN_JVM_OPTIONS
 from pipelines.devtools.workload import consume, produce
 from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.spark import jars_dir
@@ -70,7 +71,7 @@ def _await(condition, what: str, timeout: float = 120.0):  # type: ignore[no-unt
 # local session's) map the local session's class-data archive when it matches (`make setup`);
 # the executors' class path differs, so they skip it (-Xshare:auto). Tuning only: nothing
 # checked depends on it.
-TEST_JVM_OPTS = " ".join(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+TEST_JVM_OPTS = " ".join([LEAN_JVM_OPTIONS,
                           *(jvm_archive.archive_options("spark", jars_dir("spark"))
                             or ["-Xshare:auto"])])
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.devtools.settings import LEAN_JVM_OPTIONS
 from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
     assert_runs_exact,
@@ -123,7 +124,7 @@ def _run(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env.update({"OFFSET_LEDGER_JARS_DIR": str(ROOT / "jars"),
                 # Each step is a short-lived driver JVM: C1 only and the serial collector start
                 # it faster on a small machine (tuning only, added to the driver's options).
-                "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto",
+                "SPARK_SUBMIT_OPTS": f"{LEAN_JVM_OPTIONS} -Xshare:auto",
                 "OFFSET_LEDGER_DRIVER_MEMORY": os.environ.get("OFFSET_LEDGER_DRIVER_MEMORY", "1g"),
                 "PATH": f"{venv / 'bin'}:{env.get('PATH', '')}"})
     return subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True,

@@ -60,3 +60,21 @@ def test_jvm_options_split_as_a_shell_splits_them(monkeypatch):
     assert settings.jvm_options() == []
     monkeypatch.setenv(settings.JVM_OPTIONS, "-XX:TieredStopAtLevel=1  '-Dname=a b'")
     assert settings.jvm_options() == ["-XX:TieredStopAtLevel=1", "-Dname=a b"]
+
+
+def test_a_collector_in_the_jvm_options_replaces_the_default_one(monkeypatch):
+    assert settings.chooses_collector(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
+    assert settings.chooses_collector(["-XX:+UseParallelGC"])
+    assert settings.chooses_collector(["-XX:+UseZGC"])
+    assert not settings.chooses_collector([]) and not settings.chooses_collector(["-XX:-UseG1GC"])
+    assert not settings.chooses_collector(["-XX:+UseStringDeduplication"])
+    defaults = ["-Xmx1g", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    monkeypatch.delenv(settings.JVM_OPTIONS, raising=False)
+    assert settings.jvm_options_over(defaults) == defaults
+    # The user's options come last, so the JVM takes their -Xmx and tiering over the defaults'.
+    monkeypatch.setenv(settings.JVM_OPTIONS, "-Xmx2g -XX:TieredStopAtLevel=4")
+    assert settings.jvm_options_over(defaults) == [*defaults, "-Xmx2g", "-XX:TieredStopAtLevel=4"]
+    # Two collectors would not start: the user's replaces the default one.
+    monkeypatch.setenv(settings.JVM_OPTIONS, "-XX:+UseG1GC")
+    assert settings.jvm_options_over(defaults) == [
+        "-Xmx1g", "-XX:TieredStopAtLevel=1", "-XX:+UseG1GC"]

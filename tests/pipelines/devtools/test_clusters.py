@@ -84,16 +84,6 @@ def test_unknown_alias_is_refused(kafka_clusters):
 
 
 @pytest.mark.unit
-def test_a_collector_in_the_jvm_options_replaces_g1():
-    from pipelines.devtools.clusters import chooses_collector
-
-    assert chooses_collector(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
-    assert chooses_collector(["-XX:+UseParallelGC"]) and chooses_collector(["-XX:+UseZGC"])
-    assert not chooses_collector([]) and not chooses_collector(["-XX:-UseG1GC"])
-    assert not chooses_collector(["-XX:+UseStringDeduplication", "-XX:TieredStopAtLevel=1"])
-
-
-@pytest.mark.unit
 def test_cluster_ids_never_look_like_options(monkeypatch):
     import uuid
 

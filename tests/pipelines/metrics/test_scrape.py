@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pipelines import cli
 from pipelines.devtools import workload
 from pipelines.devtools.clusters import free_port
+from pipelines.devtools.settings import LEAN_JVM_OPTIONS
 from pipelines.edge import kafka_offsets
 from tests.pipelines.metrics.servers import Job, Prometheus, http_get, wait_for
 from tests.pipelines.replicate.kafka_io import create, delete
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "docs" / "prometheus-alerts.yml"
 DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
 CLI = str(Path(sys.executable).with_name("offset-ledger"))
-JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
+JVM_OPTS = f"{LEAN_JVM_OPTIONS} -Xshare:auto"
 
 
 def dashboard_queries(**variables: str) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelines.devtools.settings import LEAN_JVM_OPTIONS
 from pipelines.spark import jars_dir
 
 LOG4J = """status = error
@@ -96,7 +97,7 @@ class MirrorMaker2:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 # C1 only: a short-lived JVM starts sooner and leaves the cores to the rest.
-                ["java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                ["java", "-Xms128m", "-Xmx512m", *LEAN_JVM_OPTIONS.split(),
                  "-Djava.awt.headless=true",
                  f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
                  "-cp", f"{jars}/*", "org.apache.kafka.connect.mirror.MirrorMaker",

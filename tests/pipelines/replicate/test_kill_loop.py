@@ -41,7 +41,7 @@ CLI = str(Path(sys.executable).with_name("offset-ledger"))
 # A job on a path ledger starts no JVM; should one fall back to Spark, the C1 compiler only and
 # the serial collector start its driver JVM faster on a small machine (tuning only).
 JOB_ENV = {"SPARK_SUBMIT_OPTS": " ".join(filter(None, (
-    os.environ.get("SPARK_SUBMIT_OPTS"), "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto")))}
+    os.environ.get("SPARK_SUBMIT_OPTS"), f"{dev_settings.LEAN_JVM_OPTIONS} -Xshare:auto")))}
 COMMIT_S = 1.0
 PER_TICK, TICK_S = 15, 0.2  # the load: at most 75 records/s
 # Three kills per mode in the suite (OFFSET_LEDGER_TEST_KILLS changes it; the torture soak,

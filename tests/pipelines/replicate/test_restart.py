@@ -14,6 +14,7 @@ import pytest
 
 from ledger.schemas import OFFSET_SYNCS
 from ledger.tables import Ledger
+from pipelines.devtools.settings import LEAN_JVM_OPTIONS
 from pipelines.edge import kafka_offsets
 from tests.pipelines.replicate.kafka_io import (
     assert_runs_cover,
@@ -33,7 +34,7 @@ CLI = str(Path(sys.executable).with_name("offset-ledger"))
 # The job's JVM starts once per kill: the C1 compiler only and the serial collector start it
 # faster on a small machine (passed to the driver JVM that pyspark launches; tuning only).
 JOB_ENV = {"SPARK_SUBMIT_OPTS": " ".join(filter(None, (
-    os.environ.get("SPARK_SUBMIT_OPTS"), "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto")))}
+    os.environ.get("SPARK_SUBMIT_OPTS"), f"{LEAN_JVM_OPTIONS} -Xshare:auto")))}
 BATCH = 40
 
 
