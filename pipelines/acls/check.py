@@ -163,6 +163,7 @@ def for_move(config: Config, source: str, target: str, subscribe: Mapping[str, l
 
 def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str],
                committed_topics: Mapping[tuple[str, str], set[str]] | None = None,
+               cluster_errors: Mapping[str, str | None] | None = None,
                ) -> list[tuple[str, str, str, dict[str, Any]]]:
     """``status --group``'s checks: ``(flow, group, line, as_dict)`` for each group along each
     flow (its subscription after a move, from what it committed on the flow's source); a group
@@ -170,6 +171,8 @@ def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str
 
     ``committed_topics`` (``{(flow name, group): topics committed on its source}``): what the
     report read already; a flow missing a group there is read from its source again.
+    ``cluster_errors`` (``{alias: why it cannot be read}``): clusters the report found away or
+    refusing; a flow touching one is reported not checked, without asking it again.
     """
     from pipelines.checkpoint.mapping import subscribe_topics
     from pipelines.edge import kafka_offsets
@@ -180,6 +183,10 @@ def for_status(config: Config, flows: Iterable[FlowConfig], groups: Iterable[str
         return out
     for flow in flows:
         try:  # every group's commits at once, then one check (one ACL read per cluster)
+            away = [cluster_errors[a] for a in (flow.source, flow.target)
+                    if (cluster_errors or {}).get(a)]
+            if away:  # told already: not asked again, each request to its whole timeout
+                raise OffsetLedgerError(away[0])
             known = committed_topics or {}
             if all((flow.name, g) in known for g in groups):
                 topics = {g: known[(flow.name, g)] for g in groups}

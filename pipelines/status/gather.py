@@ -44,7 +44,7 @@ from pipelines.checkpoint.compute import GroupCommit
 from pipelines.checkpoint.coverage import needs_for
 from pipelines.checkpoint.mapping import FORWARD, map_topics
 from pipelines.checkpoint.readiness import assess, progress_ends, recorded_ends
-from pipelines.edge import kafka_admin, kafka_offsets
+from pipelines.edge import kafka_admin, kafka_offsets, preflight
 from pipelines.mm2 import formats
 from pipelines.replicate.topics import look_up_unseen, select_topics
 from pipelines.status.readiness import (
@@ -153,7 +153,10 @@ class Gatherer:
         if alias not in self._errors:
             cluster = self.config.cluster(alias)
             try:
-                with _timed(f"cluster {alias}"):  # reachable and its topics: one request
+                with _timed(f"cluster {alias}"):
+                    # A stopped cluster is told in milliseconds (the probe's early failure),
+                    # not after the metadata request's whole timeout.
+                    preflight.check_reachable(cluster)
                     self._topics[alias] = kafka_admin.list_topics(cluster, timeout=5.0)
                 self._errors[alias] = None
             except OffsetLedgerError as exc:

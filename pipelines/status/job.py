@@ -97,6 +97,7 @@ def gather_report(config: Config, ledger, flows: list[FlowConfig], groups: list[
                                                      last_moves)}
     report.groups = [by_group[(g, f.name)] for g in dict.fromkeys(groups) for f in flows]
     report.exit_code = exit_code(report.flows, report.groups, groups_only)
+    report.cluster_errors = {a: gatherer.cluster_error(a) for a in dict.fromkeys(aliases)}
     return report
 
 
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
             # Will the groups be authorized where they move? (never changes the exit code)
             read = {(g.flow, g.group): {c.topic for c in g.commits[g.source]}
                     for g in report.groups if g.source in g.commits}
-            checks = (acl_check.for_status(config, flows, groups, read)
+            checks = (acl_check.for_status(config, flows, groups, read,
+                                           report.cluster_errors)
                       if fmt != "prometheus" else [])
             for g in report.groups:
                 g.acl_check = next((d for f, name, _, d in checks

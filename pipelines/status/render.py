@@ -23,6 +23,8 @@ class Report:
     flows: list[FlowStatus] = field(default_factory=list)
     groups: list[GroupStatus] = field(default_factory=list)
     exit_code: int = 3
+    # Why a cluster could not be read (unreachable, credentials), by alias; None when it could.
+    cluster_errors: dict[str, str | None] = field(default_factory=dict)
 
 
 def _iso(t: dt.datetime | None) -> str | None:

@@ -228,3 +228,11 @@ def test_status_checks_nothing_without_groups_and_asks_each_cluster_once(monkeyp
     del read[("P->B", "g2")]  # one group unread (its cluster did not answer): all read again
     assert check.for_status(config, [flow], ["g1", "idle", "g2"], read) == rows
     assert fetched == [("P", ["g1", "idle", "g2"])]
+    # A cluster the report found away is named, not asked again (each request would wait out
+    # its timeout: status of an unreachable P took 20 s).
+    fetched.clear()
+    away = check.for_status(config, [flow], ["g1"], None,
+                            {"P": None, "B": "cluster B is unreachable at b:9092"})
+    assert fetched == [] and len(checked) == 3
+    assert [(f, g, d["status"], d["note"]) for f, g, _, d in away] == [
+        ("P->B", "g1", "unknown", "cluster B is unreachable at b:9092")]

@@ -160,6 +160,9 @@ def test_unreachable_cluster_is_reported_not_raised(spark, flow, capsys):
     assert "cluster P is unreachable" in f["error"] and f["partitions"] == []
     [g] = report["groups"]
     assert g["verdict"].startswith("cannot tell: cluster P is unreachable")
+    # The ACL check names the cluster away too (told by the probe, not after timeouts).
+    assert g["acl_check"]["status"] == "unknown"
+    assert "cluster P is unreachable" in g["acl_check"]["note"]
 
 
 def test_end_to_end_latency_from_the_newest_replicated_heartbeat(spark, make_config, unique,
