@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipelines import cli
@@ -53,6 +54,12 @@ def test_prometheus_scrapes_replicate_and_checkpoint(spark, make_config, unique,
     config = make_config(
         flows={"P->B": {"topics": [pay, orders], "groups": [group]}},
         **{"emit.checkpoints.interval.seconds": 1, "sync.group.offsets.enabled": False})
+    # The replica deleted below is told by librdkafka once its metadata has not shown the topic
+    # for topic.metadata.propagation.max.ms (30 s by default): a user's setting, passed through
+    # verbatim, shortened here so the test waits seconds for the flag.
+    raw = yaml.safe_load(open(config.path))
+    raw["clusters"]["B"]["topic.metadata.propagation.max.ms"] = 3000
+    config = make_config(**raw)
     p, b = config.cluster("P"), config.cluster("B")
     create(p, pay, 2)
     create(p, orders, 1)
