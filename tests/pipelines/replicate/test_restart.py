@@ -50,7 +50,7 @@ def test_kill_9_then_restart_loses_nothing_and_keeps_runs_exact(spark, make_conf
     config = make_config(flows={"P->B": {"topics": [topic]}})
     p, b = config.cluster("P"), config.cluster("B")
     create(p, topic, 2)
-    produce(p, topic, sample(2, 1000, "first"))  # 50 batches: the kill comes mid-pass
+    produce(p, topic, sample(2, 500, "first"))  # 25 batches: the kill comes mid-pass
     env = {**os.environ, **JOB_ENV, "OFFSET_LEDGER_STATE_DIR": str(tmp_path / ".state")}
     # A --once pass of bounded batches killed after its first batch (streaming has its own
     # kill loop: test_kill_loop).
