@@ -153,41 +153,7 @@ def read_topic(source: Source, start: int | None, partition: int = 0) -> tuple[l
 
     Returns the records and the end offset that was read up to.
     """
-    consumer, watch = _consumer(source)
-    try:
-        try:
-            tp = [(source.topic, partition)]
-            low = kafka_offsets.list_offsets(source.cluster, "earliest", tp)[tp[0]]
-            high = kafka_offsets.list_offsets(source.cluster, "latest", tp)[tp[0]]
-        except KafkaAccessError as exc:
-            if exc.kind not in (kafka_errors.OTHER, kafka_errors.UNKNOWN_TOPIC):
-                raise  # classified: a missing ACL, a wrong password, TLS...
-            raise IngestError(f"cluster {source.cluster.alias}: cannot read {source.topic} "
-                              f"(is MirrorMaker 2 running this flow?): {exc}") from None
-        except OffsetLedgerError as exc:
-            raise IngestError(f"cluster {source.cluster.alias}: cannot read {source.topic} "
-                              f"(is MirrorMaker 2 running this flow?): {exc}") from None
-        begin = low if start is None else max(start, low)
-        records: list[Record] = []
-        if begin >= high:
-            return records, max(begin, high)
-        consumer.assign([TopicPartition(source.topic, partition, begin)])
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        next_offset = begin
-        while next_offset < high:
-            if time.monotonic() > deadline:
-                raise IngestError(f"cluster {source.cluster.alias}: reading {source.topic} "
-                                  f"stalled at {next_offset}/{high}")
-            for msg in consumer.consume(num_messages=10_000, timeout=POLL_TIMEOUT_S):
-                if msg.error():
-                    raise _read_error(source, msg.error(), consumer, watch, "reading")
-                if msg.offset() >= high:
-                    continue
-                records.append(Record(msg.offset(), msg.timestamp()[1], msg.key(), msg.value()))
-                next_offset = msg.offset() + 1
-        return records, high
-    finally:
-        consumer.close()
+    return read_partitions(source, {partition: start})[partition]
 
 
 def read_all_partitions(source: Source) -> list[Record]:
@@ -197,10 +163,62 @@ def read_all_partitions(source: Source) -> list[Record]:
     partitions = kafka_admin.list_topics(source.cluster).get(source.topic)
     if partitions is None:
         raise IngestError(f"cluster {source.cluster.alias}: no topic {source.topic}")
-    out: list[Record] = []
-    for partition in range(partitions):
-        out.extend(read_topic(source, None, partition)[0])
-    return out
+    read = read_partitions(source, dict.fromkeys(range(partitions)))
+    return [record for partition in range(partitions) for record in read[partition][0]]
+
+
+def read_partitions(source: Source, starts: dict[int, int | None]
+                    ) -> dict[int, tuple[list[Record], int]]:
+    """:func:`read_topic` of each partition of ``starts`` (``{partition: start}``), with one
+    consumer and one offsets request per end: ``{partition: (records, end read up to)}``.
+
+    A fetch returns once it holds every record still missing (or after
+    :data:`POLL_TIMEOUT_S`), so a read costs the data's round trips, not a poll timeout per
+    partition.
+    """
+    consumer, watch = _consumer(source)
+    try:
+        try:
+            tps = [(source.topic, p) for p in starts]
+            low = kafka_offsets.list_offsets(source.cluster, "earliest", tps)
+            high = {p: o for (_, p), o in
+                    kafka_offsets.list_offsets(source.cluster, "latest", tps).items()}
+        except KafkaAccessError as exc:
+            if exc.kind not in (kafka_errors.OTHER, kafka_errors.UNKNOWN_TOPIC):
+                raise  # classified: a missing ACL, a wrong password, TLS...
+            raise IngestError(f"cluster {source.cluster.alias}: cannot read {source.topic} "
+                              f"(is MirrorMaker 2 running this flow?): {exc}") from None
+        except OffsetLedgerError as exc:
+            raise IngestError(f"cluster {source.cluster.alias}: cannot read {source.topic} "
+                              f"(is MirrorMaker 2 running this flow?): {exc}") from None
+        records: dict[int, list[Record]] = {p: [] for p in starts}
+        begin = {p: (low[(source.topic, p)] if start is None
+                     else max(start, low[(source.topic, p)])) for p, start in starts.items()}
+        pending = {p: b for p, b in begin.items() if b < high[p]}  # partition -> next offset
+        if pending:
+            consumer.assign([TopicPartition(source.topic, p, b) for p, b in pending.items()])
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while pending:
+            if time.monotonic() > deadline:
+                p, at = next(iter(pending.items()))
+                raise IngestError(f"cluster {source.cluster.alias}: reading {source.topic} "
+                                  f"stalled at {at}/{high[p]} (partition {p})")
+            missing = sum(high[p] - at for p, at in pending.items())
+            for msg in consumer.consume(num_messages=min(10_000, missing),
+                                        timeout=POLL_TIMEOUT_S):
+                if msg.error():
+                    raise _read_error(source, msg.error(), consumer, watch, "reading")
+                p = msg.partition()
+                if p not in pending or msg.offset() >= high[p]:
+                    continue
+                records[p].append(Record(msg.offset(), msg.timestamp()[1], msg.key(),
+                                         msg.value()))
+                pending[p] = msg.offset() + 1
+                if pending[p] >= high[p]:
+                    del pending[p]
+        return {p: (records[p], max(begin[p], high[p])) for p in starts}
+    finally:
+        consumer.close()
 
 
 def sync_rows(flow: FlowConfig, policy: ReplicationPolicy, topic: str,
