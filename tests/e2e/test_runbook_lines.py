@@ -18,6 +18,8 @@ line finds the one the program prints.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import yaml
 from confluent_kafka import Consumer
@@ -59,7 +61,10 @@ def test_the_runbooks_print_what_the_readme_quotes(payments, capsys, tmp_path):
     member = Consumer(primary.client_config(**{"group.id": group, "log_level": 0}))
     member.subscribe([topic])
     try:
-        member.poll(10)  # joined: G has an active member on P
+        deadline = time.monotonic() + 60
+        while not member.assignment():  # joined: G has an active member on P
+            assert time.monotonic() < deadline, "the member never joined"
+            member.poll(0.2)
         printed("active members", run("failover", "--group", group, "--from", "P", "--to", "B",
                                       code=2))
     finally:
