@@ -20,7 +20,7 @@ import yaml
 from ledger.config import Config, config_from_mapping
 from pipelines.devtools.clusters import EmbeddedClusters, free_port
 from pipelines.devtools.settings import LEAN_JVM_OPTIONS
-from tests import timing
+from tests import lanes, timing
 from tests.tiny_spark import ONE_TASK_CONF, SESSION_JVM_OPTIONS, TINY_DATA_CONF, TINY_TABLE_CONF
 
 
@@ -71,6 +71,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # The longest files first (committed durations, tests/timing.py), so that the two
     # workers of `make test` (--dist loadfile --no-loadscope-reorder) finish together.
     items[:] = timing.longest_first(items, timing.load())
+    where = getattr(config, "workerinput", {}).get(lanes.LEAN_FILES)
+    if where:  # an xdist worker of a run in lanes (tests/lanes.py)
+        lanes.write_lean_files(where, items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller: where each worker writes its lean files (tests/lanes.py)."""
+    node.workerinput[lanes.LEAN_FILES] = str(lanes.lean_files_path())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Three workers or more under --dist loadfile: Spark lanes and a lean lane."""
+    return lanes.make_scheduler(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        lanes.lean_files_path().unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
