@@ -55,12 +55,13 @@ prometheus:
 demo: setup
 	$(BIN)/offset-ledger demo
 
-# Two test processes by file: most tests wait on brokers and JVMs, so two halve the wall time
-# on two cores. Each process has its own SparkSession, clusters and state folder. The longest
-# files go first (committed durations: tests/durations.json, tests/timing.py), in that order
-# (--no-loadscope-reorder). Each run leaves its per-test durations in $(JUNIT):
+# Three test processes by file: most tests wait on brokers and JVMs. Two are Spark lanes, each
+# with its own SparkSession; the third takes only the files that never use it (tests/lanes.py:
+# no third session driver to warm up). Each process has its own clusters and state folder. The
+# longest files go first (committed durations: tests/durations.json, tests/timing.py), in that
+# order (--no-loadscope-reorder). Each run leaves its per-test durations in $(JUNIT):
 # `$(BIN)/python -m tests.timing $(JUNIT)` refreshes the committed table from it.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 JUNIT ?= .state/test-results.xml
 
 test: setup
