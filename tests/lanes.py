@@ -95,8 +95,8 @@ def _lane_scheduling_class() -> type:
         def _assign_work_unit(self, node: Any) -> None:
             scope = pick(self.workqueue, self._lean_files(), self._is_lean_lane(node))
             if scope is None:  # a lean lane with no lean file left: it is done
-                if not self.assigned_work.get(node) or not self._pending_of(
-                        self.assigned_work[node]):
+                idle = not self._pending_of(self.assigned_work.get(node, {}))
+                if idle and not node.shutting_down:
                     node.shutdown()
                 return
             work_unit = self.workqueue.pop(scope)
