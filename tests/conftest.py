@@ -68,8 +68,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     problems = marker_problems(items)
     if problems:
         raise pytest.UsageError("tests without their markers:\n  " + "\n  ".join(problems))
-    # The longest files first (committed durations, tests/timing.py), so that the two
-    # workers of `make test` (--dist loadfile --no-loadscope-reorder) finish together.
+    # The longest files first (committed durations, tests/timing.py), so that the workers of
+    # `make test` (--dist loadfile --no-loadscope-reorder, in lanes) finish together.
     items[:] = timing.longest_first(items, timing.load())
     where = getattr(config, "workerinput", {}).get(lanes.LEAN_FILES)
     if where:  # an xdist worker of a run in lanes (tests/lanes.py)
