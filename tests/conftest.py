@@ -111,9 +111,9 @@ def spark():
     from pipelines.spark import get_spark, jars_dir, spark_jars
 
     consumer_jars = sorted(str(p) for p in jars_dir("spark-kafka").glob("*.jar"))
-    # This JVM runs every Spark test of its worker, a quarter of an hour: there the C2
-    # compiler's code pays back (three Spark-heavy files in one process: 365 s with C1 alone,
-    # 265 s with the JVM's default tiers), unlike in the short-lived JVMs the tests launch.
+    # This JVM runs every Spark test of its worker, a quarter of an hour: the C1 compiler
+    # as in the short-lived JVMs the tests launch, but with the code cache of the default
+    # tiers, which a quarter of an hour of Spark fills at C1's 48 MB (tests/tiny_spark.py).
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OFFSET_LEDGER_JVM_OPTIONS", SESSION_JVM_OPTIONS)
         session = get_spark("offset-ledger-tests", master="local[2]", ui=False,

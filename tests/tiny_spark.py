@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from pipelines.devtools.settings import LEAN_JVM_OPTIONS
+
 TINY_DATA_CONF = {
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.codegen.wholeStage": "false",
@@ -48,13 +50,21 @@ TINY_TABLE_CONF = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
 
-# The session SparkSession's JVM (tests/conftest.py): all of the JVM's compiler tiers (its
-# default, spelled out), and the serial collector. On 2 cores shared by two such drivers, G1's
-# concurrent threads and write barriers cost more than the serial collector's pauses on a 2 GB
-# heap: dbt, the evidence audits and the span snapshots in one process (20 tests, the driver's
-# threads read from /proc) took 170 to 176 s and 219 to 232 driver CPU-s with G1 (13.8 to 24 of
-# them G1's own threads), 148 to 150 s and 181 CPU-s with the serial collector (7 in its pauses).
-SESSION_JVM_OPTIONS = "-XX:TieredStopAtLevel=4 -XX:+UseSerialGC"
+# The session SparkSession's JVM (tests/conftest.py): the C1 compiler only, with the code cache
+# that the JVM's default tiers would reserve, and the serial collector.
+# * C1 with 240 MB of code cache: C1 alone shrinks the cache to 48 MB, and a driver that runs
+#   every Spark test of its worker fills it; its sweeper then flushes compiled code that is
+#   interpreted and compiled again (63 CPU-s in the sweeper, 418 s for five Spark-heavy files).
+#   With the cache C2 would have had, the same files took 289 s and 341 CPU-s, against 257 s and
+#   373 CPU-s with all tiers, whose C2 compiler is a third of the driver's CPU: on 2 cores that
+#   the whole suite keeps busy, CPU is what counts. The suite: 1,133.7 s and 2,123 CPU-s with all
+#   tiers, 917.9 s and 1,614 CPU-s with this (same code, same hour; docs/internals.md, Tests).
+# * The serial collector: on 2 cores shared by two such drivers, G1's concurrent threads and
+#   write barriers cost more than the serial collector's pauses on a 2 GB heap: dbt, the
+#   evidence audits and the span snapshots in one process (20 tests, the driver's threads read
+#   from /proc) took 170 to 176 s and 219 to 232 driver CPU-s with G1 (13.8 to 24 of them G1's
+#   own threads), 148 to 150 s and 181 CPU-s with the serial collector (7 in its pauses).
+SESSION_JVM_OPTIONS = f"{LEAN_JVM_OPTIONS} -XX:ReservedCodeCacheSize=240m"
 
 
 @contextlib.contextmanager
