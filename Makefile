@@ -8,10 +8,16 @@ BIN    := $(VENV)/bin
 MVN    := mvn -q -B -s jvm/settings.xml
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test check lint bench torture clean clusters-up clusters-down chromium prometheus \
-	jvm-archives
+.PHONY: setup setup-steps demo test check lint bench torture clean clusters-up clusters-down \
+	system-packages chromium prometheus jvm-archives
 
-setup: $(VENV)/.installed jars/.fetched jvm-archives chromium prometheus
+# The steps run side by side (-j): the Python packages, the Maven jars and Debian's packages are
+# downloads from three places, and only the class-data archives need the first two. A fresh
+# machine waits for the longest of them, not their sum.
+setup:
+	@$(MAKE) --no-print-directory -j3 setup-steps
+
+setup-steps: $(VENV)/.installed jars/.fetched jvm-archives system-packages
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,24 +39,25 @@ jars/.fetched: jvm/spark/pom.xml jvm/spark-kafka/pom.xml jvm/kafka/pom.xml jvm/m
 jvm-archives: $(VENV)/.installed jars/.fetched
 	$(BIN)/python -m pipelines.devtools.jvm_archives
 
-# Headless Chromium renders the audit report in the tests (Debian's package; root or sudo).
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	  $$S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$S apt-get install -y -qq \
-	  --no-install-recommends chromium >/dev/null; }
+# Debian's packages the tests use, in one apt run (apt holds one lock; root or sudo):
+# * chromium: headless Chromium renders the audit report;
+# * prometheus, promtool and the Pushgateway for the metrics tests. Tests start their own servers
+#   on loopback ports: the Debian services are stopped and disabled so that nothing is left
+#   listening on 9090/9091.
+SYSTEM_PACKAGES := chromium prometheus prometheus-pushgateway
 
-# Prometheus, promtool and the Pushgateway for the metrics tests (Debian's packages; root or
-# sudo). Tests start their own servers on loopback ports: the Debian services are stopped and
-# disabled so that nothing is left listening on 9090/9091.
-prometheus:
-	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && \
-	  command -v prometheus-pushgateway >/dev/null 2>&1 || { \
-	  S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+system-packages:
+	@missing=$$(for c in $(SYSTEM_PACKAGES) promtool; do command -v $$c >/dev/null 2>&1 || echo $$c; \
+	  done | sed 's/^promtool$$/prometheus/' | sort -u | tr '\n' ' '); \
+	[ -z "$$missing" ] || { S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  echo "installing Debian packages: $$missing"; \
 	  $$S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$S apt-get install -y -qq \
-	  --no-install-recommends prometheus prometheus-pushgateway >/dev/null; \
+	  --no-install-recommends $$missing >/dev/null || exit 1; \
 	  for s in prometheus prometheus-pushgateway; do \
 	    $$S systemctl disable --now $$s >/dev/null 2>&1 || $$S service $$s stop >/dev/null 2>&1 || true; \
 	  done; }
+
+chromium prometheus: system-packages
 
 demo: setup
 	$(BIN)/offset-ledger demo

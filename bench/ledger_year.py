@@ -138,11 +138,14 @@ def verbs(spark, location: Path, pattern: Pattern, commits: int, op_ids: list[st
 
 
 def time_verbs(spark, location: Path, pattern: Pattern, commits: int, op_ids: list[str],
-               label: str) -> dict:
+               label: str, warm_up: bool = True) -> dict:
+    """Each verb's median of ``ledger_scale.REPEATS`` calls, after one untimed call (unless
+    ``warm_up`` is false: the tests only need every verb to run and check its answers)."""
     out = {}
     for name, fn in verbs(spark, location, pattern, commits, op_ids).items():
         try:
-            fn()  # warm-up
+            if warm_up:
+                fn()
             m = measure(spark, fn)
         except Exception as exc:  # a verb that fails at this size is a finding, not a crash
             out[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from pipelines.devtools.settings import LEAN_JVM_OPTIONS
+from pipelines.spark import LONG_LIVED_LEAN_JVM
 
 TINY_DATA_CONF = {
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
@@ -64,7 +64,7 @@ TINY_TABLE_CONF = {
 #   evidence audits and the span snapshots in one process (20 tests, the driver's threads read
 #   from /proc) took 170 to 176 s and 219 to 232 driver CPU-s with G1 (13.8 to 24 of them G1's
 #   own threads), 148 to 150 s and 181 CPU-s with the serial collector (7 in its pauses).
-SESSION_JVM_OPTIONS = f"{LEAN_JVM_OPTIONS} -XX:ReservedCodeCacheSize=240m"
+SESSION_JVM_OPTIONS = LONG_LIVED_LEAN_JVM
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from bench.torture.history import GroupSpec, TopicSpec
+from pipelines.devtools.workload import end_transaction
 
 
 def record_n(record_id: str) -> int:
@@ -118,13 +119,12 @@ class TopicProducer(threading.Thread):
         assert self._producer is not None
         self._producer.begin_transaction()
         self._send(count)
-        self._producer.flush(60)  # in the log before the decision: an abort leaves them there
-        if self.rng.random() < 0.25:
-            self._producer.abort_transaction(60)
-            self.aborted += count
-        else:
-            self._producer.commit_transaction(60)
+        commit = self.rng.random() >= 0.25
+        end_transaction(self._producer, commit)  # flushed first: an abort leaves them in the log
+        if commit:
             self.produced += count
+        else:
+            self.aborted += count
 
     def run(self) -> None:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledger.settings import get, number
+from pipelines import spark
 
 BROKER_HEAP = "OFFSET_LEDGER_BROKER_HEAP"
 BROKER_START_TIMEOUT = "OFFSET_LEDGER_BROKER_START_TIMEOUT"
@@ -17,8 +18,8 @@ TEST_KILLS = "OFFSET_LEDGER_TEST_KILLS"
 VARIABLES = (BROKER_HEAP, BROKER_START_TIMEOUT, MM2_PEER, TEST_KILLS)
 # The options of the short-lived JVMs the tests and benchmarks start (brokers, CLI drivers,
 # spark-submit): the quick compiler only and the serial collector start a JVM on a small machine
-# with about half the CPU. Tuning only: no result depends on it.
-LEAN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# with about half the CPU (pipelines.spark.LEAN_JVM). Tuning only: no result depends on it.
+LEAN_JVM_OPTIONS = spark.LEAN_JVM
 
 
 def broker_heap() -> str:

@@ -32,6 +32,25 @@ def produce(cluster: ClusterConfig, topic: str, values: list[str], partitions: i
         raise RuntimeError(f"producing to {cluster.alias}:{topic} failed: {errors[:3]}")
 
 
+def end_transaction(producer: Producer, commit: bool, timeout: float = 60.0) -> None:
+    """Commit or abort ``producer``'s open transaction once its records are on the broker.
+
+    The flush comes first because an abort would otherwise purge the records still unsent (a
+    history that means "aborted records in the log" would have none), and because an abort
+    racing its own produce requests once ended in a fatal ``INVALID_TXN_STATE``
+    (librdkafka #4849, still open).
+
+    Raises:
+        KafkaException: records still unsent after ``timeout`` (``_TIMED_OUT``), or the
+            broker's refusal to end the transaction.
+    """
+    left = producer.flush(timeout)
+    if left:  # a KafkaException, as a commit that timed out would raise
+        raise KafkaException(KafkaError(
+            KafkaError._TIMED_OUT, f"{left} records of a transaction not delivered in {timeout} s"))
+    (producer.commit_transaction if commit else producer.abort_transaction)(timeout)
+
+
 def _committed(consumer: Consumer, parts: list[TopicPartition],
                timeout: float) -> list[TopicPartition]:
     """``Consumer.committed``, retried while the group coordinator is still loading."""

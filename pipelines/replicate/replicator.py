@@ -44,12 +44,6 @@ from pipelines.replicate.span_upkeep import SpanUpkeep
 
 log = logging.getLogger(__name__)
 
-# The local driver JVM's options (ignored under spark-submit and on Databricks): the quick
-# compiler and the serial collector for a driver that plans and writes small commits, with the
-# code cache the JVM's default tiers reserve. C1 alone reserves 48 MB, which a streaming
-# driver filled within four minutes (`jcmd <pid> Compiler.codecache`: full_count=1, compilation
-# stopped once); it then used 60 MB of the 240 MB.
-LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 TP = plan.TP
 
 
@@ -123,12 +117,12 @@ class FlowReplicator:
 
     def session(self) -> Any:
         if self.spark is None:
-            from pipelines.spark import get_spark
+            from pipelines.spark import LONG_LIVED_LEAN_JVM, get_spark
 
             # The driver JVM only plans and writes small Delta commits: the quick compiler and
             # the serial collector start it with a fraction of the CPU (record bytes never
             # enter it).
-            self.spark = get_spark("offset-ledger-replicate", java_options=LEAN_JVM)
+            self.spark = get_spark("offset-ledger-replicate", java_options=LONG_LIVED_LEAN_JVM)
         _use_driver_python_locally(self.spark)
         return self.spark
 

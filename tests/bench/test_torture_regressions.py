@@ -23,6 +23,7 @@ from bench.torture import ops
 from bench.torture.readers import read_topic
 from ledger.config import config_from_mapping
 from pipelines.devtools.clusters import EmbeddedClusters, free_port
+from pipelines.devtools.workload import end_transaction
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.e2e]
 
@@ -207,8 +208,7 @@ def test_failover_of_a_commit_before_an_aborted_transaction(make_config, unique,
         producer.begin_transaction()
         for i in range(5):
             producer.produce(topic, value=f"{commit}-{i}".encode(), partition=0)
-        producer.flush(60)
-        (producer.commit_transaction if commit else producer.abort_transaction)(60)
+        end_transaction(producer, commit)
     consumer = Consumer({"bootstrap.servers": boot["P"], "group.id": group, "log_level": 0,
                          "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)  # read nothing

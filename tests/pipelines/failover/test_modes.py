@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from ledger.schemas import OPERATIONS
 from ledger.tables import Ledger
 from pipelines import cli
-from pipelines.devtools.workload import consume, produce
+from pipelines.devtools.workload import consume, end_transaction, produce
 from pipelines.edge import kafka_admin, kafka_offsets
 from pipelines.replicate.job import replicate_once
 
@@ -110,11 +110,7 @@ def test_failback_over_a_tail_of_transaction_markers_and_aborted_records(
         producer.begin_transaction()
         for j in range(10):
             producer.produce(topic, partition=j % 2, value=f"{i}-{j}".encode())
-        # On the broker before the end: an abort would purge them unsent, and an abort
-        # racing its own produce requests failed once here with a fatal INVALID_TXN_STATE
-        # (librdkafka #4849, still open).
-        assert producer.flush(30) == 0
-        (producer.abort_transaction if i % 2 else producer.commit_transaction)(30)
+        end_transaction(producer, commit=not i % 2, timeout=30)
     replicate_once(spark, config, "B->P")
     # A Java consumer commits its position, past the markers: the high watermark.
     high = kafka_offsets.list_offsets(backup, "latest", [(topic, 0), (topic, 1)])

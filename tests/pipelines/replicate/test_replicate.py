@@ -9,6 +9,7 @@ from confluent_kafka import Producer
 
 from ledger.schemas import OFFSET_SYNCS, REPLICATION_PROGRESS
 from ledger.tables import Ledger
+from pipelines.devtools.workload import end_transaction
 from pipelines.edge import kafka_admin
 from pipelines.replicate import topics
 from pipelines.replicate.job import replicate_once
@@ -120,11 +121,7 @@ def test_transactional_source_splits_runs_that_stay_exact(spark, make_config, un
                 producer.produce(txn, partition=part, key=f"{i}-{j}".encode(),
                                  value=f"{'aborted' if i % 2 else 'kept'}-{i}-{j}".encode(),
                                  timestamp=int(time.time() * 1000) - 60_000 + i)
-        # On the broker before the end: an abort would purge them unsent, and an abort
-        # racing its own produce requests failed once here with a fatal INVALID_TXN_STATE
-        # (librdkafka #4849, still open).
-        assert producer.flush(30) == 0
-        (producer.abort_transaction if i % 2 else producer.commit_transaction)(30)
+        end_transaction(producer, commit=not i % 2, timeout=30)
 
     result = replicate_once(spark, config, "P->B")
 

@@ -9,7 +9,7 @@ from confluent_kafka import Producer
 
 from ledger.tables import Ledger
 from pipelines import cli
-from pipelines.devtools.workload import produce
+from pipelines.devtools.workload import end_transaction, produce
 from pipelines.edge import kafka_admin
 from pipelines.mm2 import heartbeats
 from pipelines.replicate.job import replicate_once
@@ -87,8 +87,7 @@ def test_a_tail_of_markers_and_aborted_records_counts_as_caught_up(spark, make_c
         producer.begin_transaction()
         for j in range(4):
             producer.produce(topic, partition=0, value=f"{i}-{j}".encode())
-        producer.flush(30)  # on the broker before the end: an abort would purge them unsent
-        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+        end_transaction(producer, commit, timeout=30)
     # A read_committed consumer that read the 8 committed records ends past the last marker.
     kafka_admin.alter_group_offsets(primary, group, {(topic, 0): 15})
     replicate_once(spark, config, "P->B")
