@@ -6,7 +6,11 @@ PYTHON ?= $(shell for p in python3.11 python3.12 python3; do $$p -c 'import sys'
 VENV   := .venv
 BIN    := $(VENV)/bin
 MVN    := mvn -q -B -s jvm/settings.xml
-export PYTHONDONTWRITEBYTECODE := 1
+# Compiled modules go under .state/pycache, not beside the sources. Where the shell sets
+# PYTHONDONTWRITEBYTECODE, each of the hundreds of processes the tests start (the CLI verbs, the
+# xdist workers' collection) would compile the project's modules again.
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX := $(CURDIR)/.state/pycache
 
 .PHONY: setup setup-steps demo test check lint bench torture clean clusters-up clusters-down \
 	system-packages chromium prometheus jvm-archives
@@ -19,10 +23,12 @@ setup:
 
 setup-steps: $(VENV)/.installed jars/.fetched jvm-archives system-packages
 
+# pip compiles the packages' modules beside them (as any install leaves them), not under the
+# project's pycache prefix.
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[local,audit,validate,dev]'
+	env -u PYTHONPYCACHEPREFIX $(BIN)/pip install -q --upgrade pip
+	env -u PYTHONPYCACHEPREFIX $(BIN)/pip install -q -e '.[local,audit,validate,dev]'
 	touch $@
 
 jars/.fetched: jvm/spark/pom.xml jvm/spark-kafka/pom.xml jvm/kafka/pom.xml jvm/mm2/pom.xml \

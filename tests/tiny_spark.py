@@ -93,3 +93,18 @@ def product_settings(spark) -> Iterator[None]:
         finally:
             for key, value in saved.items():
                 spark.conf.set(key, value)
+
+
+@contextlib.contextmanager
+def compiled_queries(spark) -> Iterator[None]:
+    """Spark's own query compilation in the block (whole-stage code and compiled expressions,
+    :data:`TINY_DATA_CONF` turns them off): for a test whose tables hold a hundred thousand rows,
+    where generated code pays for its compiling."""
+    saved = {key: spark.conf.get(key) for key in TINY_DATA_CONF}
+    spark.conf.set("spark.sql.codegen.factoryMode", "FALLBACK")
+    spark.conf.set("spark.sql.codegen.wholeStage", "true")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)

@@ -3,6 +3,7 @@ against the product's own span computation, and what ``ledger maintain`` does to
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 
@@ -11,6 +12,7 @@ import pytest
 from bench import ledger_scale
 from bench import ledger_year as ly
 from bench import year_history as yh
+from tests.tiny_spark import compiled_queries
 
 
 @pytest.mark.unit
@@ -44,6 +46,14 @@ def _store_runs(store) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["alo", "eos"])
 def test_tiny_ledger(spark, tmp_path, monkeypatch, mode: str) -> None:
+    # Exactly-once writes five runs per partition and commit, 104,000 rows here: generated code
+    # pays for its compiling (the test alone: 62.9 s -> 45.5 s, 21 CPU-s fewer). The
+    # at-least-once case's 20,800 rows run faster interpreted, as the session runs everything.
+    with compiled_queries(spark) if mode == "eos" else contextlib.nullcontext():
+        _check_tiny_ledger(spark, tmp_path, monkeypatch, mode)
+
+
+def _check_tiny_ledger(spark, tmp_path, monkeypatch, mode: str) -> None:
     from ledger import schemas
     from ledger.span_refresh import span_rows
     from ledger.store import OffsetSyncStore
