@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from ledger.config import Config, config_from_mapping
+from pipelines import cli
 from pipelines.devtools import cluster_security
 from pipelines.devtools.clusters import EmbeddedClusters, free_port
 
@@ -239,6 +240,15 @@ def java_client_properties(pair: SecuredPair, user: str, password: str) -> dict[
                     f"{alias}.ssl.truststore.type": "PEM",
                     f"{alias}.ssl.truststore.location": str(pair.clusters.material.ca)})
     return out
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``offset-ledger <argv>`` in-process: its exit code, and what it printed to stdout and
+    stderr (alone: what was captured before is dropped)."""
+    capsys.readouterr()
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
 def unique(prefix: str) -> str:

@@ -15,7 +15,6 @@ import logging
 import pytest
 
 from ledger.config import ClusterConfig
-from pipelines import cli
 from pipelines.acls.admin import describe
 from pipelines.acls.rules import Binding
 from pipelines.edge import kafka_offsets
@@ -24,6 +23,7 @@ from tests.secured.conftest import (
     grant_replicator,
     kip848_consume,
     produce,
+    run,
     start_pair,
     unique,
 )
@@ -35,13 +35,6 @@ PARTITIONS = 2
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     yield from start_pair(tmp_path_factory, "sasl_ssl")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def grant_acl_sync(pair, aliases=("P", "B"), operations=("DESCRIBE", "ALTER")) -> None:

@@ -11,7 +11,6 @@ from collections import Counter
 
 import pytest
 
-from pipelines import cli
 from pipelines.devtools.cluster_security import make_ca, sign
 from pipelines.edge import kafka_admin
 from tests.secured.conftest import (
@@ -20,6 +19,7 @@ from tests.secured.conftest import (
     grant_replicator,
     kip848_consume,
     produce,
+    run,
     start_pair,
     unique,
 )
@@ -28,13 +28,6 @@ pytestmark = [pytest.mark.secured, pytest.mark.e2e, pytest.mark.spark]
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     yield from start_pair(tmp_path_factory, "mtls")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_replicate_status_and_failover_over_mtls(spark, pair, tmp_path, capsys):

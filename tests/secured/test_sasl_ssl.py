@@ -30,6 +30,7 @@ from tests.secured.conftest import (
     grant_streaming,
     kip848_consume,
     produce,
+    run,
     start_pair,
     unique,
 )
@@ -41,13 +42,6 @@ PARTITIONS = 3
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     yield from start_pair(tmp_path_factory, "sasl_ssl")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def secrets_of(pair) -> list[str]:
