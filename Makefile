@@ -13,7 +13,7 @@ unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(CURDIR)/.state/pycache
 
 .PHONY: setup setup-steps demo test check lint bench torture clean clusters-up clusters-down \
-	system-packages chromium prometheus jvm-archives
+	system-packages jvm-archives
 
 # The steps run side by side (-j): the Python packages, the Maven jars and Debian's packages are
 # downloads from three places, and only the class-data archives need the first two. A fresh
@@ -50,20 +50,19 @@ jvm-archives: $(VENV)/.installed jars/.fetched
 # * prometheus, promtool and the Pushgateway for the metrics tests. Tests start their own servers
 #   on loopback ports: the Debian services are stopped and disabled so that nothing is left
 #   listening on 9090/9091.
+# When a command is missing, all three are asked for: apt leaves the installed ones as they are.
 SYSTEM_PACKAGES := chromium prometheus prometheus-pushgateway
+SYSTEM_COMMANDS := chromium prometheus promtool prometheus-pushgateway
 
 system-packages:
-	@missing=$$(for c in $(SYSTEM_PACKAGES) promtool; do command -v $$c >/dev/null 2>&1 || echo $$c; \
-	  done | sed 's/^promtool$$/prometheus/' | sort -u | tr '\n' ' '); \
+	@missing=; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	[ -z "$$missing" ] || { S=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	  echo "installing Debian packages: $$missing"; \
+	  echo "installing Debian packages: $(SYSTEM_PACKAGES)"; \
 	  $$S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$S apt-get install -y -qq \
-	  --no-install-recommends $$missing >/dev/null || exit 1; \
+	  --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null || exit 1; \
 	  for s in prometheus prometheus-pushgateway; do \
 	    $$S systemctl disable --now $$s >/dev/null 2>&1 || $$S service $$s stop >/dev/null 2>&1 || true; \
 	  done; }
-
-chromium prometheus: system-packages
 
 demo: setup
 	$(BIN)/offset-ledger demo

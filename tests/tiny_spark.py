@@ -81,18 +81,11 @@ def product_settings(spark) -> Iterator[None]:
 
     product = {"spark.sql.shuffle.partitions": str(settings.shuffle_partitions()),
                "spark.databricks.delta.stats.skipping": "true"}
-    saved = {key: spark.conf.get(key) for key in product}
-    for key, value in product.items():
-        spark.conf.set(key, value)
-    with pytest.MonkeyPatch.context() as patch:
+    with _session_conf(spark, product), pytest.MonkeyPatch.context() as patch:
         # a static setting of the running context: PySpark's parallelize reads it here
         patch.setattr(SparkContext, "defaultParallelism",
                       property(lambda _: DEFAULT_PARALLELISM))
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                spark.conf.set(key, value)
+        yield
 
 
 @contextlib.contextmanager
@@ -100,9 +93,17 @@ def compiled_queries(spark) -> Iterator[None]:
     """Spark's own query compilation in the block (whole-stage code and compiled expressions,
     :data:`TINY_DATA_CONF` turns them off): for a test whose tables hold a hundred thousand rows,
     where generated code pays for its compiling."""
-    saved = {key: spark.conf.get(key) for key in TINY_DATA_CONF}
-    spark.conf.set("spark.sql.codegen.factoryMode", "FALLBACK")
-    spark.conf.set("spark.sql.codegen.wholeStage", "true")
+    with _session_conf(spark, {"spark.sql.codegen.factoryMode": "FALLBACK",
+                               "spark.sql.codegen.wholeStage": "true"}):
+        yield
+
+
+@contextlib.contextmanager
+def _session_conf(spark, values: dict[str, str]) -> Iterator[None]:
+    """The session's runtime SQL settings ``values`` in the block, the previous ones after."""
+    saved = {key: spark.conf.get(key) for key in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
