@@ -21,7 +21,8 @@ Before round 1 the brokers carry 30 s of unmeasured load (``--warm-brokers``) an
 runs one short unmeasured case (``--warm-up-seconds``), so no system pays for the brokers'
 first use of its paths. Per case: warm-up records (one per partition) are written before the
 system starts; once a ``read_committed`` consumer on the replica has them all, a paced
-producer writes ``rate`` records/s for ``--seconds`` (``bench.latency_clients``).
+producer writes one sync record per partition, waits until the replica has those too, then
+writes ``rate`` records/s for ``--seconds`` (``bench.latency_clients``).
 Measured: latency from send (CreateTime) to readable on the replica (p50/p95/p99/max),
 every record arrived (a missing one is reported loudly), replica lag in records (source end
 offsets minus the replica's last stable offsets, sampled every 0.5 s), the CPU cores and RSS of
@@ -29,9 +30,11 @@ the system's process tree from the first send until every record arrived (a loop
 copies the last ones after the last send), and for offset-ledger the ledger lag (arrival on the
 replica to the Delta commit of the run covering it: ``bench.latency_ledger``).
 
-The scale case (``--scale-systems``, ``none`` to skip): 200 topics x 5 partitions, 5 warm-up
-records per partition written before the system starts (time until all are readable on the
-replica), then ``--scale-rate`` records/s for ``--seconds``: CPU, RSS, latency, and for
+The scale case (``--scale-systems``, ``none`` to skip; ``--scale-rounds`` rounds, alternating
+order): 200 topics x 5 partitions, 5 warm-up records of 1 KiB per partition written before the
+system starts (time until all are readable on the replica; the brokers write each partition's
+first index entry before the clock), then ``--scale-rate`` records/s for ``--seconds``: CPU,
+RSS, latency, and for
 offset-ledger the ledger's rows and files added per hour (extrapolated from the window) and
 its files before and after ``offset-ledger ledger maintain``.
 
@@ -79,6 +82,14 @@ from pipelines.edge import kafka_admin
 
 SYSTEMS = ("ol-alo", "ol-eos", "mm2-default", "mm2-tuned", "mm2-eos")
 SCALE_TOPICS, SCALE_PARTITIONS, SCALE_PREFILL = 200, 5, 5
+# The prefill's value size at scale: 5 x 1 KiB passes the brokers' default index.interval.bytes
+# (4,096), so every partition's first offset and time index entries (a first write to two
+# memory-mapped index files each) are written on both brokers before the clock starts. With
+# 100-byte values all 1,000 partitions crossed 4,096 bytes within the same second, about 20 s
+# into the measured window, and the brokers' produce path stalled for 8 to 13 s (2026-12-07:
+# the benchmark's own producer alone on P, no system running, p99 9 s; with
+# index.interval.bytes raised on the topics, no stall): a harness artifact every system paid.
+SCALE_PREFILL_BYTES = 1024
 START_TIMEOUT_S = 300.0
 SCALE_START_TIMEOUT_S = 1200.0  # 1,000 new partitions a side: minutes on a busy 2-core machine
 
@@ -210,14 +221,15 @@ class Bench:
                 raise TimeoutError(f"{what}: not within {timeout:g} s")
             time.sleep(0.2)
 
-    def _warm_up(self, topics: list[str], partitions: int, per_partition: int) -> None:
+    def _warm_up(self, topics: list[str], partitions: int, per_partition: int,
+                  size: int | None = None) -> None:
         producer = Producer(self.source.client_config(**{
             "enable.idempotence": True, "linger.ms": 5, "log_level": 3}))
+        value = value_of(WARMUP_SEQ, self.args.size if size is None else size)
         for topic in topics:
             for p in range(partitions):
                 for _ in range(per_partition):
-                    producer.produce(topic, value=value_of(WARMUP_SEQ, self.args.size),
-                                     partition=p)
+                    producer.produce(topic, value=value, partition=p)
             producer.poll(0)
         if producer.flush(60):
             raise RuntimeError("warm-up records not delivered to the source")
@@ -273,9 +285,10 @@ class Bench:
         self._wait("source partitions ready", lambda: end_sum(source_admin, [
             TopicPartition(t, p) for t in topics for p in range(partitions)], False) is not None,
             timeout)
-        self._warm_up(topics, partitions, warmup)
+        self._warm_up(topics, partitions, warmup, SCALE_PREFILL_BYTES if scale else None)
         files = {k: self.workdir / f"{name}.{k}" for k in
-                 ("produced.json", "consumed.json", "ready", "seen", "offsets.npz", "log")}
+                 ("produced.json", "consumed.json", "ready", "synced", "seen", "offsets.npz",
+                  "log")}
         runs = RunCommits(self.ledger, version(self.ledger / OFFSET_SYNCS)) if ol else None
         procs, monitor = Processes(), None
         try:
@@ -288,7 +301,8 @@ class Bench:
             total = round(rate * seconds)
             consumer = procs.start(self._clients(
                 "consume", replicas, partitions, files["consumed.json"], "--expect", str(total),
-                "--warmup", str(warmup), "--ready", str(files["ready"]), "--seen",
+                "--warmup", str(warmup), "--ready", str(files["ready"]),
+                "--synced", str(files["synced"]), "--seen",
                 str(files["seen"]), *(["--offsets", str(files["offsets.npz"])] if ol else [])),
                 cwd=ROOT)
             ready = float(self._wait(f"{system}: warm-up records on the replica",
@@ -306,7 +320,8 @@ class Bench:
             sizes_after, sizes_at = None, 0.0
             producer = procs.start(self._clients(
                 "produce", topics, partitions, files["produced.json"], "--rate", str(rate),
-                "--seconds", str(seconds), "--size", str(args.size)), cwd=ROOT)
+                "--seconds", str(seconds), "--size", str(args.size),
+                "--wait-synced", str(files["synced"])), cwd=ROOT)
             if producer.wait(seconds * 3 + 120) != 0:
                 raise RuntimeError(f"{system}: the producer failed")
             produced = json.loads(files["produced.json"].read_text())
@@ -360,7 +375,8 @@ class Bench:
             result["ledger_per_hour"] = {
                 t: {k: round((sizes_after[t][k] - sizes_before.get(t, {}).get(k, 0)) / hours)
                     for k in ("rows", "files")} for t in sizes_after}
-            result["maintain"] = self._maintain(name)
+            if not args.skip_maintain:
+                result["maintain"] = self._maintain(name)
         if missing or consumed["distinct"] < produced["records"] - produced["failed"]:
             print(f"\n!!! MISSING RECORDS: {system} at {rate:g} rec/s, round {round_no}: "
                   f"{len(missing)} of {produced['records']} never arrived on the replica "
@@ -482,8 +498,10 @@ def run(args: argparse.Namespace) -> dict:
             for rate in args.rates:
                 for system in order:
                     results["cases"].append(_one(bench, system, rate, n))
-        for system in args.scale_systems:
-            results["scale"].append(_one(bench, system, args.scale_rate, 1, scale=True))
+        for n in range(1, args.scale_rounds + 1):
+            order = args.scale_systems if n % 2 else list(reversed(args.scale_systems))
+            for system in order:
+                results["scale"].append(_one(bench, system, args.scale_rate, n, scale=True))
         return results
     finally:
         if clusters is not None:
@@ -556,6 +574,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated subset of {','.join(SYSTEMS)} (all)")
     parser.add_argument("--scale-systems", type=_systems, default=list(SYSTEMS),
                         help="systems of the 1,000-partition case, or none (all)")
+    parser.add_argument("--scale-rounds", type=int, default=2,
+                        help="rounds of the scale case, alternating order (2)")
+    parser.add_argument("--skip-maintain", action="store_true",
+                        help="no `ledger maintain` after offset-ledger's scale cases")
     parser.add_argument("--scale-rate", type=float, default=1000.0,
                         help="records/s over the 1,000 partitions (1000)")
     parser.add_argument("--commit-interval", type=float, default=None,

@@ -3,8 +3,9 @@
 
 ``python -m bench.latency_clients produce|consume ...`` (started by ``bench.latency``).
 
-* **produce**: writes one warm-up record per partition (connections and producer id ready
-  before the clock starts), then ``round(rate * seconds)`` records at ``rate`` per second,
+* **produce**: writes one sync record per partition (connections and producer id ready
+  before the clock starts; sequence -2), with ``--wait-synced FILE`` waits until the consumer
+  has them all on the replica, then writes ``round(rate * seconds)`` records at ``rate`` per second,
   round-robin over the topics' partitions; each value starts with its sequence number (8
   bytes, big-endian), so the consumer can tell every record apart. The timestamp is the
   CreateTime librdkafka stamps at ``produce()``: the send time.
@@ -14,6 +15,10 @@
   (readable on the replica) minus its CreateTime, in ms. Warm-up records (sequence -1, written
   before a system starts) are not measured: once ``--warmup`` of them arrived on every
   partition the consumer writes ``--ready`` (the system replicates; the producer may start).
+  Once the producer's sync record arrived on every partition it writes ``--synced``: every
+  partition of both brokers has then taken the appends before the clock (the scale case's
+  prefill makes the brokers write each partition's first index entry there, see
+  ``bench.latency``), and the system has caught up.
   It stops when every sequence number arrived, or on SIGTERM (the benchmark's deadline).
 
 Invariants:
@@ -43,7 +48,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from ledger.config import load_config
 
 SEQ = struct.Struct(">q")
-WARMUP_SEQ = -1
+WARMUP_SEQ = -1  # written by the benchmark before the system starts
+SYNC_SEQ = -2  # the producer's one per partition, off the clock
+SYNC_TIMEOUT_S = 600.0
 
 
 def percentiles(values: np.ndarray) -> dict[str, float | None]:
@@ -80,8 +87,15 @@ def produce(args: argparse.Namespace) -> dict:
     # Connections, metadata and the idempotent producer id first, off the clock: otherwise the
     # first measured records wait for them (about 0.5 s), whatever system replicates them.
     for topic, partition in slots:
-        producer.produce(topic, value=value_of(WARMUP_SEQ, args.size), partition=partition)
+        producer.produce(topic, value=value_of(SYNC_SEQ, args.size), partition=partition)
     producer.flush(60)
+    if args.wait_synced:
+        deadline = time.monotonic() + SYNC_TIMEOUT_S
+        while not Path(args.wait_synced).exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the sync records did not reach the replica within "
+                                   f"{SYNC_TIMEOUT_S:g} s")
+            time.sleep(0.05)
     started_wall, started = time.time(), time.perf_counter()
     sent = 0
     while sent < total:
@@ -121,6 +135,8 @@ def consume(args: argparse.Namespace) -> dict:
     latencies = array("q")
     where, offsets, times = array("i"), array("q"), array("q")
     warm = [0] * len(slots)
+    synced = bytearray(len(slots))
+    not_synced = len(slots)
     not_warm = len(slots) if args.warmup else 0
     ready_at = None if not_warm else time.time()
     if ready_at is not None and args.ready:
@@ -144,6 +160,14 @@ def consume(args: argparse.Namespace) -> dict:
                 errors[name] = errors.get(name, 0) + 1
                 continue
             seq = SEQ.unpack_from(msg.value())[0]
+            if seq == SYNC_SEQ:
+                i = index[(msg.topic(), msg.partition())]
+                if not synced[i]:
+                    synced[i] = 1
+                    not_synced -= 1
+                    if not not_synced and args.synced:
+                        Path(args.synced).write_text(str(now_s))
+                continue
             if seq == WARMUP_SEQ:
                 i = index[(msg.topic(), msg.partition())]
                 warm[i] += 1
@@ -198,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=0,
                         help="consume: warm-up records per partition before --ready")
     parser.add_argument("--ready", help="consume: file written once the warm-up arrived")
+    parser.add_argument("--synced", help="consume: file written once every sync record arrived")
+    parser.add_argument("--wait-synced", help="produce: start the clock once this file exists")
     parser.add_argument("--seen", help="consume: file for the bitmap of sequence numbers seen")
     parser.add_argument("--offsets", help="consume: .npz of every arrival's replica offset")
     args = parser.parse_args(argv)

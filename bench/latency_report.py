@@ -79,9 +79,10 @@ def _ok(r: dict | None) -> bool:
     return bool(r) and "latency_ms" in r
 
 
-def targets(result: dict) -> list[str]:
-    """Rows of the targets table: each ratio per round, and whether every round met it."""
-    cases = result["cases"]
+def targets(result: dict, key: str = "cases") -> list[str]:
+    """Rows of the targets table of ``result[key]`` (the 6-partition cases, or ``"scale"``):
+    each ratio per round, and whether every round met it."""
+    cases = result[key]
     rounds = sorted({c["round"] for c in cases})
     rates = sorted({c["rate"] for c in cases})
     by = {(c["round"], c["rate"], c["system"]): c for c in cases}
@@ -130,8 +131,8 @@ def targets(result: dict) -> list[str]:
 
 
 def _scale_row(r: dict) -> str:
-    head = f"| {LABELS[r['system']]} |"
-    if (row := _not_run(r, head, 9)) is not None:
+    head = f"| {r['round']} | {LABELS[r['system']]} |"
+    if (row := _not_run(r, head, 10)) is not None:
         return row
     per_hour = r.get("ledger_per_hour")
     # offset_syncs is the history that grows; replication_progress keeps one row per partition
@@ -141,7 +142,8 @@ def _scale_row(r: dict) -> str:
     kept = (f"{m['files_before']:,} -> {m['files_after']:,} ({m['seconds']} s"
             f"{'' if m['exit_code'] == 0 else ', exit ' + str(m['exit_code'])})" if m else "-")
     return (head + f" {r['partitions']:,} | {_num(r['to_readable_s'], 1)} | "
-            f"{_num(r['cores'])} | {r['rss_mb_peak']} | {_ms(r['latency_ms']['p99'])} | "
+            f"{_num(r['cores'])} | {r['rss_mb_peak']} | {_ms(r['latency_ms']['p50'])} | "
+            f"{_ms(r['latency_ms']['p99'])} | "
             f"{arrived(r)} | {rows} | {files} | {kept} |")
 
 
@@ -158,11 +160,13 @@ def markdown(result: dict) -> str:
     if result["cases"]:
         out += ["", "Targets (ratios within each round and rate):", "", *targets(result)]
     if result["scale"]:
-        out += ["", f"Scale: 200 topics x 5 partitions, 5 records per partition before the "
-                f"start, then {a['scale_rate']:g} rec/s for {a['seconds']:g} s:", "",
-                "| system | partitions | launch to all readable on the replica (s) | cores "
-                "| RSS MB (peak) | p99 ms | arrived | offset_syncs rows/h "
+        out += ["", f"Scale: 200 topics x 5 partitions, 5 records of 1 KiB per partition "
+                f"before the start, then {a['scale_rate']:g} rec/s for {a['seconds']:g} s:", "",
+                "| round | system | partitions | launch to all readable on the replica (s) "
+                "| cores | RSS MB (peak) | p50 ms | p99 ms | arrived | offset_syncs rows/h "
                 "| ledger files/h (all tables) | files before -> after `ledger maintain` |",
-                "|---|---:|---:|---:|---:|---:|---|---:|---:|---|",
-                *(_scale_row(r) for r in result["scale"])]
+                "|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|",
+                *(_scale_row(r) for r in result["scale"]),
+                "", "Scale targets (ratios within each round):", "",
+                *targets(result, "scale")]
     return "\n".join(out) + "\n"
