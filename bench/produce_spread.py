@@ -54,13 +54,17 @@ def measure(bootstrap: str, topic: str, partitions: int, rate: int, seconds: flo
         n += 1
     for client in clients:
         client.flush(60)
+    return {"producers": producers, "delivered": len(latencies), **quantiles_ms(latencies)}
+
+
+def quantiles_ms(latencies: list[float]) -> dict[str, float]:
+    """p50, p99 and max of ``latencies`` (seconds), in ms rounded to 0.1 (sorts them)."""
     latencies.sort()
 
     def q(f: float) -> float:
         return round(latencies[min(len(latencies) - 1, int(f * len(latencies)))] * 1000, 1)
 
-    return {"producers": producers, "delivered": len(latencies), "p50_ms": q(0.5),
-            "p99_ms": q(0.99), "max_ms": q(1.0)}
+    return {"p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": q(1.0)}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -27,24 +27,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import time
 import uuid
 
+from bench.common import cpu_seconds
+from bench.latency import SCALE_PREFILL as PREFILL_RECORDS
+from bench.latency import SCALE_PREFILL_BYTES as PREFILL_BYTES
+from bench.produce_spread import quantiles_ms
 from pipelines.replicate.sink import PRODUCER_DEFAULTS, PRODUCER_REQUIRED, TRANSACTIONAL_LINGER_MS
 
 CLIENTS = ("confluent", "kafka-python")
-PREFILL_RECORDS, PREFILL_BYTES = 5, 1024
 STRIDE = 7919
-
-
-def _cpu_seconds(pid: int | None = None) -> float:
-    if pid is None:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class _Confluent:
@@ -120,7 +113,8 @@ def measure(bootstrap: str, topic: str, partitions: int, rate: int, seconds: flo
     producer.commit()
     latencies: list[float] = []
     total, n, transactions = int(rate * seconds), 0, 0
-    cpu, broker_cpu = _cpu_seconds(), _cpu_seconds(broker_pid) if broker_pid else None
+    me = os.getpid()
+    cpu, broker_cpu = cpu_seconds(me), cpu_seconds(broker_pid) if broker_pid else None
     start = time.monotonic()
     while n < total:
         producer.begin()
@@ -139,18 +133,12 @@ def measure(bootstrap: str, topic: str, partitions: int, rate: int, seconds: flo
         done = time.monotonic()
         latencies.extend(done - t for t in due)
     wall = time.monotonic() - start
-    cpu = _cpu_seconds() - cpu
+    cpu = cpu_seconds(me) - cpu
     if broker_pid:
-        broker_cpu = _cpu_seconds(broker_pid) - broker_cpu
+        broker_cpu = cpu_seconds(broker_pid) - broker_cpu
     producer.close()
-    latencies.sort()
-
-    def q(f: float) -> float:
-        return round(latencies[min(len(latencies) - 1, int(f * len(latencies)))] * 1000, 1)
-
     return {"client": client, "committed": len(latencies), "transactions": transactions,
-            "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": q(1.0),
-            "cores": round(cpu / wall, 3),
+            **quantiles_ms(latencies), "cores": round(cpu / wall, 3),
             "broker_cores": None if broker_cpu is None else round(broker_cpu / wall, 3)}
 
 
