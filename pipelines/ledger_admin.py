@@ -35,7 +35,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
         created = ledger.init()
         retention = maintenance.apply_retention(ledger, config.audit_retention_days)
         for name, new in created.items():
-            note = f"  retention {config.audit_retention_days} days" if retention[name] else ""
+            days = maintenance.retention_days(name, config.audit_retention_days)
+            note = f"  retention {days:g} days" if retention[name] else ""
             print(f"{'created' if new else 'exists '}  {ledger.identifier(name)}{note}")
         return 0
     if args.action == "maintain":

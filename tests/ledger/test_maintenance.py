@@ -44,6 +44,16 @@ def test_retention_is_set_once_and_changes_with_the_configuration(spark, tmp_pat
     assert props["delta.logRetentionDuration"] == "interval 30 days"
     assert props["delta.deletedFileRetentionDuration"] == "interval 30 days"
     assert maintenance.apply_retention(ledger, 45, (OFFSET_SYNCS,)) == {OFFSET_SYNCS: True}
+    # the derived span snapshots keep a day whatever the audit retention (never time-travelled)
+    spans = maintenance.table_properties(ledger, OFFSET_SYNC_SPANS)
+    assert spans["delta.deletedFileRetentionDuration"] == "interval 1 days"
+    assert spans["delta.logRetentionDuration"] == "interval 1 days"
+    assert maintenance.apply_retention(ledger, 45, (OFFSET_SYNC_SPANS,)) == {
+        OFFSET_SYNC_SPANS: False}
+    assert maintenance.apply_retention(ledger, 0.5, (OFFSET_SYNC_SPANS,)) == {
+        OFFSET_SYNC_SPANS: True}
+    assert (maintenance.table_properties(ledger, OFFSET_SYNC_SPANS)
+            ["delta.deletedFileRetentionDuration"]) == "interval 43200 seconds"
 
 
 def test_maintain_compacts_keeps_every_row_and_time_travel(spark, tmp_path):
