@@ -1,0 +1,241 @@
+"""The Delta log of a year: what a year's tombstones cost the replicator and a store load.
+
+A streaming flow commits ``offset_syncs`` every 5 s (17,280 files a day) and MERGEs
+``replication_progress`` as often. ``ledger maintain`` compacts those files daily; each file it
+replaces, and each file a MERGE replaces, leaves a **tombstone** (a ``remove`` action) that Delta
+keeps in every log checkpoint for ``delta.deletedFileRetentionDuration``, which the ledger sets
+to the audit retention (400 days) so that VACUUM keeps every file time travel may need. At a
+steady state a table holds about 17,280 x 400 = 6.9 million tombstones, and the replicator's
+delta-rs commits write a checkpoint every 10 commits (``ledger.commits``).
+
+``bench.ledger_year`` writes a year's rows in a few commits, so its log holds none of this. Here
+a small ledger is built with the replicator's own commits (``--commits`` of the streaming
+driver's pattern, :mod:`bench.year_history`, with the replicator's span upkeep), then for each
+``--tombstones`` count one commit holding that many ``remove`` actions (of compacted files, as
+daily maintains leave them) is added to ``offset_syncs`` and ``replication_progress``, and what
+the replicator and the verbs do next is timed on it:
+
+* the replicator's next ``offset_syncs`` commit and the checkpoint it writes every 10 commits
+  (``commits.append_with_txn`` then ``create_checkpoint``), and the checkpoint's size;
+* its ``replication_progress`` MERGE (``commits.merge_on_keys``, which opens the table);
+* a fresh engine's store load of the whole flow (what ``status``, ``translate`` and
+  ``failover`` do first), whose answers must equal the tombstone-free ledger's.
+
+Kafka- and Spark-free::
+
+    .venv/bin/python -m bench.log_growth                                  # 0,1M,3M,6.9M
+    .venv/bin/python -m bench.log_growth --tombstones 0,100000 --commits 24   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from bench import year_history as yh
+from bench.common import in_folder, save_results
+from ledger import commits
+from ledger.config import (
+    DEFAULT_AUDIT_RETENTION_DAYS,
+    DEFAULT_SPANS_REFRESH_RUNS,
+    DEFAULT_SPANS_WINDOW,
+)
+from ledger.engine import LedgerEngine
+from ledger.schemas import NATURAL_KEYS, OFFSET_SYNC_SPANS, OFFSET_SYNCS, REPLICATION_PROGRESS
+from pipelines.replicate.span_upkeep import SpanUpkeep
+
+REPEATS = 3
+CHECKPOINT_EVERY = commits.SPARK_CHECKPOINT_INTERVAL
+COMMITS_PER_DAY = 24 * yh.COMMITS_PER_HOUR
+YEAR_TOMBSTONES = COMMITS_PER_DAY * DEFAULT_AUDIT_RETENTION_DAYS
+"""Tombstones of one table at a steady state: a file a commit, each replaced once, kept for the
+audit retention."""
+TABLES = (OFFSET_SYNCS, REPLICATION_PROGRESS)
+REFRESH_RUNS = DEFAULT_SPANS_REFRESH_RUNS
+"""The replicator's span upkeep refreshes after this many runs (``ledger.spans.refresh.runs``)."""
+
+
+def build(location: str, pattern: yh.Pattern, count: int, t0: int) -> None:
+    """``count`` commits as the streaming driver makes them, the upkeep refreshing the spans."""
+    if not isinstance(commits.create_missing_tables(location), list):
+        raise SystemExit(f"delta-rs could not create the ledger at {location}")
+    from deltalake import DeltaTable
+
+    from ledger.maintenance import retention_days, retention_properties
+
+    for name in (*TABLES, OFFSET_SYNC_SPANS):  # what `ledger init` sets with Spark (delta-rs
+        wanted = retention_properties(retention_days(name, DEFAULT_AUDIT_RETENTION_DAYS))
+        wanted.pop("delta.checkpointRetentionDuration")  # cannot set this one; not read here)
+        DeltaTable(f"{location}/{name}").alter.set_table_properties(wanted)
+    upkeep = SpanUpkeep(location, yh.FLOW, (yh.SOURCE, yh.TARGET), REFRESH_RUNS,
+                        DEFAULT_SPANS_WINDOW)
+    for i in range(count):
+        rows = yh.commit_rows(pattern, t0, i)
+        commits.append_with_txn(location, OFFSET_SYNCS, rows, app_id=yh.APP_ID, version=i)
+        _merge_progress(location, pattern, i + 1, t0)
+        upkeep.appended(len(rows), direct=True)
+        upkeep.wait()
+    upkeep.close()
+
+
+def _merge_progress(location: str, pattern: yh.Pattern, done: int, t0: int) -> float:
+    started = time.perf_counter()
+    outcome = commits.merge_on_keys(location, REPLICATION_PROGRESS,
+                                    yh.progress(pattern, done, t0),
+                                    NATURAL_KEYS[REPLICATION_PROGRESS])
+    if outcome is not commits.COMMITTED:
+        raise SystemExit(f"replication_progress MERGE did not commit ({outcome})")
+    return time.perf_counter() - started
+
+
+def add_tombstones(table: str, count: int, now_ms: int) -> None:
+    """One commit removing ``count`` files, deleted over the retention as daily maintains do
+    (paths of the length Delta's writers give; none of them exists, as after a VACUUM)."""
+    from deltalake import DeltaTable
+
+    version = DeltaTable(table).version() + 1
+    spread = DEFAULT_AUDIT_RETENTION_DAYS * 86_400_000 // max(1, count)
+    with open(Path(table, "_delta_log", f"{version:020d}.json"), "w") as out:
+        out.write(json.dumps({"commitInfo": {"timestamp": now_ms, "operation": "OPTIMIZE",
+                                             "operationParameters": {}}}) + "\n")
+        for k in range(count):
+            path = f"part-00000-{k:08x}-0000-4000-8000-{k:012x}-c000.zstd.parquet"
+            out.write(json.dumps({"remove": {
+                "path": path, "deletionTimestamp": now_ms - k * spread, "dataChange": False,
+                "extendedFileMetadata": True, "size": 41_000}}) + "\n")
+
+
+def checkpoint_bytes(table: str) -> int:
+    log = Path(table, "_delta_log")
+    newest = max(log.glob("*.checkpoint*.parquet"), default=None)
+    if newest is None:
+        return 0
+    version = newest.name.split(".")[0]
+    return sum(p.stat().st_size for p in log.glob(f"{version}.checkpoint*.parquet"))
+
+
+def answers(location: str, probes: list[tuple[str, int, int, int]]) -> tuple[float, list]:
+    """The median of ``REPEATS`` fresh whole-flow loads, and the forward and reverse answers of
+    the last load at ``probes`` (topic, partition, upstream offset, replica offset)."""
+    times, store = [], None
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        store = LedgerEngine(location).load_store(yh.FLOW)
+        times.append(time.perf_counter() - started)
+    assert store is not None
+    out = [(store.forward(t, p, x).offset, store.reverse(t, p, c).offset)
+           for t, p, x, c in probes]
+    return statistics.median(times), out
+
+
+def head_probes(location: str) -> list[tuple[str, int, int, int]]:
+    """The last copied record of every 97th partition, both sides (later commits keep their
+    answers: no rewind)."""
+    store = LedgerEngine(location).load_store(yh.FLOW)
+    return [(t, p, store.upstream_end(t, p) - 1, store.downstream_end(t, p) - 1)
+            for t, p in (yh.topic_of(q) for q in range(0, yh.PARTITIONS, 97))]
+
+
+def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t0: int,
+            reference: list, probes: list) -> dict:
+    from deltalake import DeltaTable
+
+    location = str(work / f"tombstones-{count}")
+    shutil.rmtree(location, ignore_errors=True)
+    shutil.copytree(base, location)
+    now_ms = int(time.time() * 1000)
+    for name in TABLES:
+        add_tombstones(f"{location}/{name}", count, now_ms)
+        DeltaTable(f"{location}/{name}").create_checkpoint()  # the log as a checkpoint left it
+    point: dict = {"tombstones": count}
+    # the replicator's next commits: up to the one that writes a checkpoint, which is timed
+    syncs = f"{location}/{OFFSET_SYNCS}"
+    i = done
+    while True:
+        rows = yh.commit_rows(pattern, t0, i)
+        started = time.perf_counter()
+        commits.append_with_txn(location, OFFSET_SYNCS, rows, app_id=yh.APP_ID, version=i)
+        took = time.perf_counter() - started
+        i += 1
+        if DeltaTable(syncs).version() % CHECKPOINT_EVERY == 0:
+            point["append_with_checkpoint_s"] = round(took, 3)
+            break
+        point["append_s"] = round(took, 3)
+    point["checkpoint_mb"] = round(checkpoint_bytes(syncs) / 2**20, 1)
+    merges = [_merge_progress(location, pattern, done, t0) for _ in range(REPEATS)]
+    point["progress_merge_s"] = round(statistics.median(merges), 3)
+    opens = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        DeltaTable(syncs)
+        opens.append(time.perf_counter() - started)
+    point["open_s"] = round(statistics.median(opens), 3)
+    load_s, found = answers(location, probes)
+    point["load_store_s"] = round(load_s, 3)
+    if found != reference:
+        raise SystemExit(f"with {count:,} tombstones the store translates differently")
+    shutil.rmtree(location, ignore_errors=True)
+    print(json.dumps(point), flush=True)
+    return point
+
+
+def spans_kept(base: str, pattern: yh.Pattern) -> dict:
+    """What replaced span snapshots keep on disk a day, from the newest snapshot's size."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(f"{base}/{OFFSET_SYNC_SPANS}")
+    size = sum(Path(f.removeprefix("file://")).stat().st_size for f in table.file_uris())
+    per_day = COMMITS_PER_DAY * pattern.rows_per_commit / DEFAULT_SPANS_REFRESH_RUNS
+    return {"snapshot_mb": round(size / 2**20, 2), "refreshes_per_day": round(per_day),
+            "kept_gb_at_audit_retention": round(size * per_day * DEFAULT_AUDIT_RETENTION_DAYS
+                                                / 2**30, 1),
+            "kept_mb_a_day": round(size * per_day / 2**20, 1)}
+
+
+def run(work: Path, counts: list[int], mode: str, count: int) -> dict:
+    pattern = yh.MODES[mode]
+    base = str(work / "base")
+    t0 = int(time.time()) - yh.COMMIT_S * count - 60
+    build(base, pattern, count, t0)
+    probes = head_probes(base)
+    _, reference = answers(base, probes)
+    points = [measure(base, work, n, pattern, count, t0, reference, probes) for n in counts]
+    return {"mode": mode, "commits": count, "year_tombstones": YEAR_TOMBSTONES,
+            "spans": spans_kept(base, pattern), "points": points}
+
+
+def table(result: dict) -> str:
+    lines = ["| tombstones per table | checkpoint MB | append + checkpoint s | append s "
+             "| progress MERGE s | open s | store load s |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for p in result["points"]:
+        lines.append(f"| {p['tombstones']:,} | {p['checkpoint_mb']} | "
+                     f"{p['append_with_checkpoint_s']} | {p.get('append_s', '')} | "
+                     f"{p['progress_merge_s']} | {p['open_s']} | {p['load_store_s']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tombstones", default=f"0,1000000,3000000,{YEAR_TOMBSTONES}",
+                        help="remove actions added to each table (default 0 to a year's)")
+    parser.add_argument("--commits", type=int, default=60,
+                        help="replicator commits the ledger is built with (default 60)")
+    parser.add_argument("--mode", choices=sorted(yh.MODES), default="eos")
+    parser.add_argument("--keep", help="build the ledgers in this folder and keep them")
+    args = parser.parse_args(argv)
+    counts = [int(c) for c in args.tombstones.split(",")]
+    result = in_folder(args.keep, "log-growth-",
+                       lambda work: run(work, counts, args.mode, args.commits))
+    out = save_results(f"log-growth-{args.mode}", result)
+    print(table(result))
+    print(json.dumps(result["spans"]))
+    print(f"results: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,27 @@
+"""bench.log_growth at a tiny size: tombstones added to the log grow the replicator's checkpoint,
+and the store translates the same with them as without."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import log_growth
+
+pytestmark = pytest.mark.unit
+
+
+def test_tombstones_grow_the_checkpoint_and_change_no_answer(tmp_path, monkeypatch):
+    monkeypatch.setattr(log_growth, "REPEATS", 1)
+    monkeypatch.setattr(log_growth, "REFRESH_RUNS", 1000)  # a snapshot after 2 commits
+    result = log_growth.run(tmp_path, [0, 20_000], "alo", 3)  # raises if the answers differ
+    none, some = result["points"]
+    assert none["tombstones"] == 0 and some["tombstones"] == 20_000
+    # the checkpoint the replicator wrote lists the tombstones (400 days of retention)
+    assert some["checkpoint_mb"] > none["checkpoint_mb"] + 0.5
+    assert all(p["append_with_checkpoint_s"] > 0 and p["load_store_s"] > 0
+               for p in result["points"])
+    assert result["year_tombstones"] == 17_280 * 400
+    spans = result["spans"]
+    assert spans["snapshot_mb"] > 0 and spans["refreshes_per_day"] == round(17_280 * 800 / 50_000)
+    assert spans["kept_mb_a_day"] * 400 / 1024 == pytest.approx(
+        spans["kept_gb_at_audit_retention"], rel=0.05, abs=0.1)
