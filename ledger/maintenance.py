@@ -24,13 +24,14 @@ Invariants:
       time-window read uses (the span snapshot's tail, checkpoint and commit windows); a read
       of one partition's raw runs over the whole history (a rewind into a snapshot, a load
       without one) reads the files of that history instead of the Z-ordered few.
-    * A derived table (``offset_sync_spans``) keeps ``DERIVED_RETENTION_DAYS`` (1), not the
-      audit retention: no read time-travels into it (a store reads its latest snapshot and
-      ignores one newer than the version it asks for), and deleting it loses nothing but
-      speed. Each span refresh replaces a flow's snapshot, and an exactly-once flow's
-      replicator refreshes about once a minute: at the audit retention, the replaced
-      snapshots and their tombstones would outgrow the runs they stand for (measured in
-      ``bench/README.md``, "The Delta log at a year").
+    * A table no read time-travels into (``schemas.LATEST_ONLY``: the derived span snapshots,
+      which a store reads at their latest version and ignores when newer than the version it
+      asks for; ``replication_progress``, read for the current lag and readiness, whose version
+      no operation records) keeps ``LATEST_ONLY_RETENTION_DAYS`` (1), not the audit retention.
+      Both are replaced all the time (a span refresh about once a minute for an exactly-once
+      flow, a progress MERGE every commit): at the audit retention the replaced files, and the
+      tombstones every log checkpoint lists, would outgrow the runs themselves and slow every
+      commit that opens the table (``bench/README.md``, "The Delta log at a year").
     * A table nothing was written to since its last OPTIMIZE (only VACUUM and property commits
       after it, and for a whole Z-order the same columns) is not optimized again: the rewrite
       would produce the same files. Most tables of a daily maintain (operations, ACL syncs,
@@ -47,6 +48,7 @@ from ledger.schemas import (
     CHECKPOINTS,
     DERIVED,
     GROUP_OFFSETS,
+    LATEST_ONLY,
     OFFSET_SYNC_SPANS,
     OFFSET_SYNCS,
     OPERATION_CHECKPOINTS,
@@ -76,10 +78,10 @@ ZORDER_WHOLE_BYTES = 1 << 30
 COMPACTED_BYTES = 64 << 20
 """An incremental compaction leaves files of at least this size as they are."""
 
-DERIVED_RETENTION_DAYS = 1.0
-"""The retention of the derived tables: a day covers any reader that listed a snapshot's files
-before a refresh replaced them (readers take seconds), and a day of refreshes is what VACUUM
-keeps and the log checkpoints list."""
+LATEST_ONLY_RETENTION_DAYS = 1.0
+"""The retention of the ``LATEST_ONLY`` tables: a day covers any reader that listed a version's
+files before a commit replaced them (readers take seconds), and a day of replaced files is what
+VACUUM keeps and the log checkpoints list."""
 
 _MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
 
@@ -122,7 +124,7 @@ def table_properties(ledger: Ledger, name: str) -> dict[str, str]:
 
 def retention_days(name: str, days: float) -> float:
     """The retention table ``name`` keeps under ``ledger.audit.retention.days`` = ``days``."""
-    return min(days, DERIVED_RETENTION_DAYS) if name in DERIVED else days
+    return min(days, LATEST_ONLY_RETENTION_DAYS) if name in LATEST_ONLY else days
 
 
 def _set_retention(ledger: Ledger, name: str, days: float, current: dict[str, str]) -> bool:
@@ -283,7 +285,7 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
              window: int = DEFAULT_SPANS_WINDOW,
              rebuild_spans: bool = False) -> list[MaintenanceReport]:
     """Compact (and Z-order), checkpoint, and VACUUM each table within ``days`` of retention
-    (a derived table within :func:`retention_days`).
+    (a ``LATEST_ONLY`` table within :func:`retention_days`).
 
     With ``offset_sync_spans`` among the tables (the default: all), each flow's persisted spans
     are first refreshed to the current ``offset_syncs`` version (after offset_syncs' own

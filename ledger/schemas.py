@@ -62,6 +62,7 @@ class Table:
     columns: tuple[Column, ...]
     key: tuple[str, ...]      # the natural key writes are idempotent on
     derived: bool = False     # recomputed from other tables: no audit reads it
+    latest_only: bool = False  # only its latest version is ever read: its history is no evidence
 
     @property
     def column_names(self) -> list[str]:
@@ -181,7 +182,7 @@ _TABLES = (
         _c("record_age_ms", BIGINT, "its age when recorded", null=True),
         _c("batch_id", BIGINT, "the micro-batch that recorded it"),
         _c("updated_at", TIMESTAMP, "when it was recorded"),
-    ), ("flow", "topic", "partition")),
+    ), ("flow", "topic", "partition"), latest_only=True),
     # An operation's own audit evidence, written before its operations row, so that its audit
     # still answers once time travel no longer reaches the versions it recorded.
     Table(OPERATION_RUNS, "span of a flow partition an operation translated over, as its "
@@ -236,6 +237,11 @@ TABLES: dict[str, Table] = {t.name: t for t in _TABLES}
 
 DERIVED: frozenset[str] = frozenset(t.name for t in _TABLES if t.derived)
 """Tables recomputed from others (caches for reads): no audit reads them, none is evidence."""
+
+LATEST_ONLY: frozenset[str] = frozenset(t.name for t in _TABLES if t.derived or t.latest_only)
+"""Tables no read time-travels into (the derived ones; ``replication_progress``, read for the
+current lag and readiness): their older versions are no evidence, so they keep a short history
+(``ledger.maintenance.retention_days``)."""
 
 NATURAL_KEYS: dict[str, tuple[str, ...]] = {t.name: t.key for t in _TABLES}
 

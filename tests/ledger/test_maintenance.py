@@ -14,6 +14,7 @@ from ledger.schemas import (
     OFFSET_SYNC_SPANS,
     OFFSET_SYNCS,
     OFFSET_SYNCS_SCHEMA,
+    REPLICATION_PROGRESS,
     SCHEMAS,
 )
 from ledger.span_snapshots import SpanSnapshot
@@ -44,10 +45,12 @@ def test_retention_is_set_once_and_changes_with_the_configuration(spark, tmp_pat
     assert props["delta.logRetentionDuration"] == "interval 30 days"
     assert props["delta.deletedFileRetentionDuration"] == "interval 30 days"
     assert maintenance.apply_retention(ledger, 45, (OFFSET_SYNCS,)) == {OFFSET_SYNCS: True}
-    # the derived span snapshots keep a day whatever the audit retention (never time-travelled)
-    spans = maintenance.table_properties(ledger, OFFSET_SYNC_SPANS)
-    assert spans["delta.deletedFileRetentionDuration"] == "interval 1 days"
-    assert spans["delta.logRetentionDuration"] == "interval 1 days"
+    # the span snapshots and the replication progress keep a day whatever the audit retention
+    # (never time-travelled)
+    for name in (OFFSET_SYNC_SPANS, REPLICATION_PROGRESS):
+        props = maintenance.table_properties(ledger, name)
+        assert props["delta.deletedFileRetentionDuration"] == "interval 1 days"
+        assert props["delta.logRetentionDuration"] == "interval 1 days"
     assert maintenance.apply_retention(ledger, 45, (OFFSET_SYNC_SPANS,)) == {
         OFFSET_SYNC_SPANS: False}
     assert maintenance.apply_retention(ledger, 0.5, (OFFSET_SYNC_SPANS,)) == {
