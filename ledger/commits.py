@@ -100,7 +100,7 @@ def _table(location: str, name: str, opened: direct.Tables | None = None) -> Any
         return UNAVAILABLE
     path = root / name
     try:
-        newest = direct.complete_version(path)
+        newest = direct.newest_version(path, opened)
         if newest is None:
             return UNAVAILABLE
         return direct.open_table(path, None, newest, opened)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -78,23 +79,52 @@ def log_complete(table: Path) -> bool:
 
 def complete_version(table: Path) -> int | None:
     """The newest version of a table whose log is complete (:func:`log_complete`), else
-    ``None``."""
+    ``None``.
+
+    One listing of the log folder, compared as names: a streaming ledger commits every 5 s and
+    keeps its log for the audit retention (6.9 million files at 400 days), so the folder is
+    read once, without a path object or a parse per file (``bench.log_growth``).
+    """
     log_dir = table / "_delta_log"
-    versions = sorted(int(p.name[:-5]) for p in log_dir.glob("*.json") if p.name[:-5].isdigit())
+    try:
+        names = os.listdir(log_dir)
+    except FileNotFoundError:
+        names = []
     start = 0
     pointer = log_dir / "_last_checkpoint"
     if pointer.exists():
         start = int(json.loads(pointer.read_text())["version"])
-        if not any(log_dir.glob(f"{start:020d}.checkpoint*.parquet")):
+        prefix = f"{start:020d}.checkpoint"
+        if not any(n.startswith(prefix) and n.endswith(".parquet") for n in names):
             return None
         start += 1
-    newest = max(versions[-1] if versions else -1, start - 1)
-    complete = set(range(start, newest + 1)) <= set(versions) and newest >= 0
+    floor = f"{start:020d}.json"
+    # zero-padded: names order as their versions; only those from ``start`` on must be there
+    versions = {int(n[:20]) for n in names
+                if len(n) == 25 and n >= floor and n.endswith(".json") and n[:20].isdigit()}
+    newest = max(max(versions, default=-1), start - 1)
+    complete = len(versions) == newest + 1 - start and newest >= 0
     return newest if complete else None
 
 
 Tables = dict[str, Any]
 """The tables one reader opened, at their newest version (path -> ``DeltaTable``)."""
+
+
+def newest_version(path: Path, opened: Tables | None) -> int | None:
+    """:func:`complete_version`, or for a table the caller already opened (its log found
+    complete then), its version brought forward by the commits written since, probed by name:
+    a command's later reads list no log folder again (a year's folder holds millions)."""
+    table = (opened or {}).get(str(path))
+    if table is None:
+        return complete_version(path)
+    log_dir = path / "_delta_log"
+    known = table.version()
+    if not (log_dir / f"{known:020d}.json").exists():  # cleaned up or recreated: list it
+        return complete_version(path)
+    while (log_dir / f"{known + 1:020d}.json").exists():
+        known += 1
+    return known
 
 
 def open_table(path: Path, version: int | None, newest: int, opened: Tables | None) -> Any:
@@ -187,7 +217,7 @@ def query(location: str, tables: Mapping[str, str], sql: str,
 
         builder = QueryBuilder()
         for alias, path in paths.items():
-            newest = complete_version(path)
+            newest = newest_version(path, opened)
             if newest is None:
                 raise ValueError(f"{tables[alias]}'s Delta log is incomplete")
             table = open_table(path, (versions or {}).get(alias), newest, opened)

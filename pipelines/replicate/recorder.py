@@ -28,6 +28,10 @@ Invariants:
       natural key), so switching engines after a failure records a batch at most once.
     * A failed append or MERGE raises :class:`ReplicationError` naming the flow and batch; no
       cluster property (secrets) is part of the message.
+    * delta-rs keeps each table open between batches (``_opened``, one ``DeltaTable`` per table,
+      each used by one thread): a commit reads only the log entries written since the last one
+      (none but its own, unless another flow's job wrote), never the whole log again, whose
+      checkpoint and folder grow with the audit retention (``bench.log_growth``).
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class LedgerRecorder:
                                               thread_name_prefix="offset-ledger-progress")
         self._opening: Future[Ledger] | None = None
         self._progress_write: Future[None] | None = None
+        self._opened: direct.Tables = {}
 
     def tables_verified(self, verified: bool) -> None:
         """The driver's direct read found both tables readable (or not): commit with delta-rs."""
@@ -173,7 +178,8 @@ class LedgerRecorder:
             names = TABLES[OFFSET_SYNCS].column_names
             outcome = commits.append_with_txn(self.location, OFFSET_SYNCS,
                                               [dict(zip(names, r, strict=True)) for r in rows],
-                                              app_id=self.app_id, version=batch)
+                                              app_id=self.app_id, version=batch,
+                                              opened=self._opened)
             if outcome is commits.ALREADY_RECORDED and self.exclusive:
                 raise ReplicationError(f"batch {batch} of flow {self.flow} was recorded by "
                                        f"another writer: is another replicate job running?")
@@ -187,7 +193,8 @@ class LedgerRecorder:
     def _merge(self, progress: list[ProgressRecord]) -> None:
         if self.direct:
             if commits.merge_on_keys(self.location, REPLICATION_PROGRESS, record_rows(progress),
-                                     NATURAL_KEYS[REPLICATION_PROGRESS]) is commits.COMMITTED:
+                                     NATURAL_KEYS[REPLICATION_PROGRESS],
+                                     self._opened) is commits.COMMITTED:
                 return
             self._decline()
         ledger = self.ledger_now()

@@ -99,14 +99,14 @@ def test_a_merge_declining_delta_rs_while_the_next_batch_appends(fake_ledger, mo
     merging, appending = threading.Event(), threading.Event()
     order: list[tuple] = []
 
-    def append_with_txn(location, table, rows, *, app_id, version):
+    def append_with_txn(location, table, rows, *, app_id, version, opened=None):
         order.append(("delta-rs append", table, version))
         if version == 1:
             appending.set()
             assert merging.wait(WAIT)  # MERGE 0 is running beside this append
         return commits.COMMITTED
 
-    def merge_on_keys(location, table, rows, keys):
+    def merge_on_keys(location, table, rows, keys, opened=None):
         merging.set()
         assert appending.wait(WAIT)
         order.append(("delta-rs merge refused", table, rows[0]["batch_id"]))
@@ -143,7 +143,7 @@ def test_an_opening_queued_behind_a_merge_that_needs_it_does_not_deadlock(fake_l
     back to Spark and needs that ledger, whose opening waits behind MERGE 0 itself."""
     queued = threading.Event()
 
-    def merge_on_keys(location, table, rows, keys):
+    def merge_on_keys(location, table, rows, keys, opened=None):
         assert queued.wait(WAIT)
         return commits.UNAVAILABLE
 
