@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import time
@@ -183,6 +184,70 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
     return point
 
 
+def add_log_files(table: str, count: int) -> None:
+    """``count`` commits (commit info only) after the table's newest, and its checkpoint copied
+    to the last of them: the log folder of a table that has committed that much more, with
+    the state it had (readers start at the checkpoint and never open the files below it)."""
+    from deltalake import DeltaTable
+
+    DeltaTable(table).create_checkpoint()
+    log = Path(table, "_delta_log")
+    pointer = json.loads((log / "_last_checkpoint").read_text())
+    start = int(pointer["version"])
+    body = (json.dumps({"commitInfo": {"timestamp": int(time.time() * 1000),
+                                       "operation": "WRITE", "operationParameters": {}}})
+            + "\n").encode()
+    for version in range(start + 1, start + 1 + count):
+        fd = os.open(log / f"{version:020d}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            os.write(fd, body)
+        finally:
+            os.close(fd)
+    newest = start + count
+    shutil.copy(log / f"{start:020d}.checkpoint.parquet",
+                log / f"{newest:020d}.checkpoint.parquet")
+    (log / "_last_checkpoint").write_text(json.dumps({**pointer, "version": newest}))
+
+
+def measure_log_files(base: str, work: Path, count: int, pattern: yh.Pattern, done: int,
+                      t0: int, reference: list, probes: list) -> dict:
+    """The same readings with ``count`` more commit files in offset_syncs' log folder."""
+    from deltalake import DeltaTable
+
+    from ledger import direct
+
+    location = str(work / f"log-files-{count}")
+    shutil.rmtree(location, ignore_errors=True)
+    shutil.copytree(base, location)
+    syncs = Path(location, OFFSET_SYNCS)
+    add_log_files(str(syncs), count)
+    point: dict = {"log_files": count}
+
+    def timed(fn) -> float:
+        times = []
+        for _ in range(REPEATS):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+        return round(statistics.median(times), 3)
+
+    point["list_log_s"] = timed(lambda: direct.complete_version(syncs))
+    point["open_s"] = timed(lambda: DeltaTable(str(syncs)))
+    opened: direct.Tables = {}
+    for i, key in ((done, "first_append_s"), (done + 1, "next_append_s")):  # as the recorder
+        started = time.perf_counter()
+        commits.append_with_txn(location, OFFSET_SYNCS, yh.commit_rows(pattern, t0, i),
+                                app_id=yh.APP_ID, version=i, opened=opened)
+        point[key] = round(time.perf_counter() - started, 3)
+    load_s, found = answers(location, probes)
+    point["load_store_s"] = round(load_s, 3)
+    if found != reference:
+        raise SystemExit(f"with {count:,} more log files the store translates differently")
+    shutil.rmtree(location, ignore_errors=True)
+    print(json.dumps(point), flush=True)
+    return point
+
+
 def spans_kept(base: str, pattern: yh.Pattern) -> dict:
     """What replaced span snapshots keep on disk a day, from the newest snapshot's size."""
     from deltalake import DeltaTable
@@ -196,7 +261,8 @@ def spans_kept(base: str, pattern: yh.Pattern) -> dict:
             "kept_mb_a_day": round(size * per_day / 2**20, 1)}
 
 
-def run(work: Path, counts: list[int], mode: str, count: int) -> dict:
+def run(work: Path, counts: list[int], mode: str, count: int,
+        log_files: tuple[int, ...] = ()) -> dict:
     pattern = yh.MODES[mode]
     base = str(work / "base")
     t0 = int(time.time()) - yh.COMMIT_S * count - 60
@@ -204,8 +270,11 @@ def run(work: Path, counts: list[int], mode: str, count: int) -> dict:
     probes = head_probes(base)
     _, reference = answers(base, probes)
     points = [measure(base, work, n, pattern, count, t0, reference, probes) for n in counts]
+    folders = [measure_log_files(base, work, n, pattern, count, t0, reference, probes)
+               for n in log_files]
     return {"mode": mode, "commits": count, "year_tombstones": YEAR_TOMBSTONES,
-            "spans": spans_kept(base, pattern), "points": points}
+            "year_log_files": YEAR_TOMBSTONES, "spans": spans_kept(base, pattern),
+            "points": points, "log_folders": folders}
 
 
 def table(result: dict) -> str:
@@ -215,6 +284,14 @@ def table(result: dict) -> str:
         lines.append(f"| {p['tombstones']:,} | {p['checkpoint_mb']} | "
                      f"{p['append_with_checkpoint_s']} | {p.get('append_s', '')} | "
                      f"{p['progress_merge_s']} | {p['open_s']} | {p['load_store_s']} |")
+    if result.get("log_folders"):
+        lines += ["", "| commit files in the log folder | list the log s | delta-rs open s "
+                  "| first append s | next append s | store load s |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for p in result["log_folders"]:
+            lines.append(f"| {p['log_files']:,} | {p['list_log_s']} | {p['open_s']} | "
+                         f"{p['first_append_s']} | {p['next_append_s']} | "
+                         f"{p['load_store_s']} |")
     return "\n".join(lines)
 
 
@@ -224,12 +301,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="remove actions added to each table (default 0 to a year's)")
     parser.add_argument("--commits", type=int, default=60,
                         help="replicator commits the ledger is built with (default 60)")
+    parser.add_argument("--log-files", default="",
+                        help="also time reads and commits with this many more commit files "
+                             f"in the log folder (comma-separated; a year's: {YEAR_TOMBSTONES})")
     parser.add_argument("--mode", choices=sorted(yh.MODES), default="eos")
     parser.add_argument("--keep", help="build the ledgers in this folder and keep them")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.tombstones.split(",")]
+    folders = tuple(int(c) for c in args.log_files.split(",") if c.strip())
     result = in_folder(args.keep, "log-growth-",
-                       lambda work: run(work, counts, args.mode, args.commits))
+                       lambda work: run(work, counts, args.mode, args.commits, folders))
     out = save_results(f"log-growth-{args.mode}", result)
     print(table(result))
     print(json.dumps(result["spans"]))

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.unit
 def test_tombstones_grow_the_checkpoint_and_change_no_answer(tmp_path, monkeypatch):
     monkeypatch.setattr(log_growth, "REPEATS", 1)
     monkeypatch.setattr(log_growth, "REFRESH_RUNS", 1000)  # a snapshot after 2 commits
-    result = log_growth.run(tmp_path, [0, 20_000], "alo", 3)  # raises if the answers differ
+    # raises if the answers differ
+    result = log_growth.run(tmp_path, [0, 20_000], "alo", 3, log_files=(2_000,))
     none, some = result["points"]
     assert none["tombstones"] == 0 and some["tombstones"] == 20_000
     # the checkpoint the replicator wrote lists the tombstones (400 days of retention)
@@ -25,3 +26,8 @@ def test_tombstones_grow_the_checkpoint_and_change_no_answer(tmp_path, monkeypat
     assert spans["snapshot_mb"] > 0 and spans["refreshes_per_day"] == round(17_280 * 800 / 50_000)
     assert spans["kept_mb_a_day"] * 400 / 1024 == pytest.approx(
         spans["kept_gb_at_audit_retention"], rel=0.05, abs=0.1)
+    folder, = result["log_folders"]
+    assert folder["log_files"] == 2_000
+    # timed: the replicator's first commit (opens the table), its next (reuses it), the reads
+    assert 0 < folder["next_append_s"] and 0 < folder["first_append_s"]
+    assert folder["list_log_s"] > 0 and folder["load_store_s"] > 0
