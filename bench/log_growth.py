@@ -12,12 +12,14 @@ delta-rs commits write a checkpoint every 10 commits (``ledger.commits``).
 a small ledger is built with the replicator's own commits (``--commits`` of the streaming
 driver's pattern, :mod:`bench.year_history`, with the replicator's span upkeep), then for each
 ``--tombstones`` count one commit holding that many ``remove`` actions (of compacted files, as
-daily maintains leave them) is added to ``offset_syncs`` and ``replication_progress``, and what
-the replicator and the verbs do next is timed on it:
+daily maintains leave them) is added to ``offset_syncs``, and to ``replication_progress`` as
+many as its own retention keeps (a day's: it keeps one, ``ledger.maintenance.retention_days``),
+and what the replicator and the verbs do next is timed on it:
 
-* the replicator's next ``offset_syncs`` commit and the checkpoint it writes every 10 commits
-  (``commits.append_with_txn`` then ``create_checkpoint``), and the checkpoint's size;
-* its ``replication_progress`` MERGE (``commits.merge_on_keys``, which opens the table);
+* the replicator's next ``offset_syncs`` commits as its recorder makes them (the table kept
+  open: the first opens it) up to the one that writes the checkpoint of every 10 commits,
+  and that checkpoint's size;
+* its ``replication_progress`` MERGE;
 * a fresh engine's store load of the whole flow (what ``status``, ``translate`` and
   ``failover`` do first), whose answers must equal the tombstone-free ledger's.
 
@@ -25,6 +27,11 @@ Kafka- and Spark-free::
 
     .venv/bin/python -m bench.log_growth                                  # 0,1M,3M,6.9M
     .venv/bin/python -m bench.log_growth --tombstones 0,100000 --commits 24   # quick
+    .venv/bin/python -m bench.log_growth --tombstones 0 --log-files 1000000   # the log folder
+
+With ``--log-files``, the log folder instead: that many more commit files in ``offset_syncs``'
+log (a year's: 6.9 million at 400 days of log retention), read by listing it, by opening the
+table, by the replicator's commits and by a store load.
 """
 
 from __future__ import annotations
@@ -39,13 +46,14 @@ from pathlib import Path
 
 from bench import year_history as yh
 from bench.common import in_folder, save_results
-from ledger import commits
+from ledger import commits, direct
 from ledger.config import (
     DEFAULT_AUDIT_RETENTION_DAYS,
     DEFAULT_SPANS_REFRESH_RUNS,
     DEFAULT_SPANS_WINDOW,
 )
 from ledger.engine import LedgerEngine
+from ledger.maintenance import retention_days, retention_properties
 from ledger.schemas import NATURAL_KEYS, OFFSET_SYNC_SPANS, OFFSET_SYNCS, REPLICATION_PROGRESS
 from pipelines.replicate.span_upkeep import SpanUpkeep
 
@@ -66,8 +74,6 @@ def build(location: str, pattern: yh.Pattern, count: int, t0: int) -> None:
         raise SystemExit(f"delta-rs could not create the ledger at {location}")
     from deltalake import DeltaTable
 
-    from ledger.maintenance import retention_days, retention_properties
-
     for name in (*TABLES, OFFSET_SYNC_SPANS):  # what `ledger init` sets with Spark (delta-rs
         wanted = retention_properties(retention_days(name, DEFAULT_AUDIT_RETENTION_DAYS))
         wanted.pop("delta.checkpointRetentionDuration")  # cannot set this one; not read here)
@@ -83,11 +89,12 @@ def build(location: str, pattern: yh.Pattern, count: int, t0: int) -> None:
     upkeep.close()
 
 
-def _merge_progress(location: str, pattern: yh.Pattern, done: int, t0: int) -> float:
+def _merge_progress(location: str, pattern: yh.Pattern, done: int, t0: int,
+                    opened: direct.Tables | None = None) -> float:
     started = time.perf_counter()
     outcome = commits.merge_on_keys(location, REPLICATION_PROGRESS,
                                     yh.progress(pattern, done, t0),
-                                    NATURAL_KEYS[REPLICATION_PROGRESS])
+                                    NATURAL_KEYS[REPLICATION_PROGRESS], opened)
     if outcome is not commits.COMMITTED:
         raise SystemExit(f"replication_progress MERGE did not commit ({outcome})")
     return time.perf_counter() - started
@@ -141,6 +148,13 @@ def head_probes(location: str) -> list[tuple[str, int, int, int]]:
             for t, p in (yh.topic_of(q) for q in range(0, yh.PARTITIONS, 97))]
 
 
+def steady_tombstones(name: str, count: int) -> int:
+    """The tombstones ``name`` holds when ``offset_syncs`` holds ``count``: a table that keeps
+    a day (``ledger.maintenance.retention_days``) lists a day of replaced files at most."""
+    days = retention_days(name, DEFAULT_AUDIT_RETENTION_DAYS)
+    return min(count, int(COMMITS_PER_DAY * days))
+
+
 def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t0: int,
             reference: list, probes: list) -> dict:
     from deltalake import DeltaTable
@@ -149,25 +163,31 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
     shutil.rmtree(location, ignore_errors=True)
     shutil.copytree(base, location)
     now_ms = int(time.time() * 1000)
-    for name in TABLES:
-        add_tombstones(f"{location}/{name}", count, now_ms)
-        DeltaTable(f"{location}/{name}").create_checkpoint()  # the log as a checkpoint left it
     point: dict = {"tombstones": count}
-    # the replicator's next commits: up to the one that writes a checkpoint, which is timed
+    for name in TABLES:
+        point[f"{name}_tombstones"] = steady_tombstones(name, count)
+        add_tombstones(f"{location}/{name}", point[f"{name}_tombstones"], now_ms)
+        DeltaTable(f"{location}/{name}").create_checkpoint()  # the log as a checkpoint left it
+    # the replicator's next commits as its recorder makes them (its tables kept open), up to
+    # the one that writes a checkpoint
     syncs = f"{location}/{OFFSET_SYNCS}"
-    i = done
+    opened: direct.Tables = {}
+    appends, i = [], done
     while True:
         rows = yh.commit_rows(pattern, t0, i)
         started = time.perf_counter()
-        commits.append_with_txn(location, OFFSET_SYNCS, rows, app_id=yh.APP_ID, version=i)
-        took = time.perf_counter() - started
+        commits.append_with_txn(location, OFFSET_SYNCS, rows, app_id=yh.APP_ID, version=i,
+                                opened=opened)
+        appends.append(time.perf_counter() - started)
         i += 1
-        if DeltaTable(syncs).version() % CHECKPOINT_EVERY == 0:
-            point["append_with_checkpoint_s"] = round(took, 3)
+        if opened[syncs].version() % CHECKPOINT_EVERY == 0:
             break
-        point["append_s"] = round(took, 3)
+    point["first_append_s"] = round(appends[0], 3)
+    point["append_s"] = (round(statistics.median(appends[1:-1]), 3) if len(appends) > 2
+                         else None)
+    point["append_with_checkpoint_s"] = round(appends[-1], 3)
     point["checkpoint_mb"] = round(checkpoint_bytes(syncs) / 2**20, 1)
-    merges = [_merge_progress(location, pattern, done, t0) for _ in range(REPEATS)]
+    merges = [_merge_progress(location, pattern, done, t0, opened) for _ in range(REPEATS)]
     point["progress_merge_s"] = round(statistics.median(merges), 3)
     opens = []
     for _ in range(REPEATS):
@@ -213,8 +233,6 @@ def measure_log_files(base: str, work: Path, count: int, pattern: yh.Pattern, do
                       t0: int, reference: list, probes: list) -> dict:
     """The same readings with ``count`` more commit files in offset_syncs' log folder."""
     from deltalake import DeltaTable
-
-    from ledger import direct
 
     location = str(work / f"log-files-{count}")
     shutil.rmtree(location, ignore_errors=True)
@@ -278,12 +296,14 @@ def run(work: Path, counts: list[int], mode: str, count: int,
 
 
 def table(result: dict) -> str:
-    lines = ["| tombstones per table | checkpoint MB | append + checkpoint s | append s "
-             "| progress MERGE s | open s | store load s |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| offset_syncs tombstones | replication_progress tombstones | checkpoint MB "
+             "| first append s | append s | append + checkpoint s | progress MERGE s "
+             "| open s | store load s |", "|---:" * 9 + "|"]
     for p in result["points"]:
-        lines.append(f"| {p['tombstones']:,} | {p['checkpoint_mb']} | "
-                     f"{p['append_with_checkpoint_s']} | {p.get('append_s', '')} | "
-                     f"{p['progress_merge_s']} | {p['open_s']} | {p['load_store_s']} |")
+        lines.append(f"| {p['tombstones']:,} | {p[f'{REPLICATION_PROGRESS}_tombstones']:,} "
+                     f"| {p['checkpoint_mb']} | {p['first_append_s']} | {p['append_s']} | "
+                     f"{p['append_with_checkpoint_s']} | {p['progress_merge_s']} | "
+                     f"{p['open_s']} | {p['load_store_s']} |")
     if result.get("log_folders"):
         lines += ["", "| commit files in the log folder | list the log s | delta-rs open s "
                   "| first append s | next append s | store load s |",

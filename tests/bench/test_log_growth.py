@@ -17,6 +17,8 @@ def test_tombstones_grow_the_checkpoint_and_change_no_answer(tmp_path, monkeypat
     result = log_growth.run(tmp_path, [0, 20_000], "alo", 3, log_files=(2_000,))
     none, some = result["points"]
     assert none["tombstones"] == 0 and some["tombstones"] == 20_000
+    # replication_progress keeps a day: at most a day of replaced files (17,280 MERGEs)
+    assert some["replication_progress_tombstones"] == 17_280
     # the checkpoint the replicator wrote lists the tombstones (400 days of retention)
     assert some["checkpoint_mb"] > none["checkpoint_mb"] + 0.5
     assert all(p["append_with_checkpoint_s"] > 0 and p["load_store_s"] > 0
