@@ -77,19 +77,34 @@ def log_complete(table: Path) -> bool:
     return complete_version(table) is not None
 
 
+def _listing(log_dir: Path) -> list[str]:
+    """The names in a log folder (one listing: a year's folder holds millions of files, so
+    callers compare names, zero-padded versions ordering as numbers, and make no path object
+    or parse per file; ``bench.log_growth``)."""
+    try:
+        return os.listdir(log_dir)
+    except FileNotFoundError:
+        return []
+
+
+def _commit_names(names: list[str], floor: int = 0) -> list[str]:
+    """The commit files among ``names`` of versions ``floor`` and above."""
+    low = f"{floor:020d}.json"
+    return [n for n in names
+            if len(n) == 25 and n >= low and n.endswith(".json") and n[:20].isdigit()]
+
+
+def newest_commit(log_dir: Path) -> int | None:
+    """The version of a log folder's newest commit file; ``None`` without one."""
+    found = _commit_names(_listing(log_dir))
+    return int(max(found)[:20]) if found else None
+
+
 def complete_version(table: Path) -> int | None:
     """The newest version of a table whose log is complete (:func:`log_complete`), else
-    ``None``.
-
-    One listing of the log folder, compared as names: a streaming ledger commits every 5 s and
-    keeps its log for the audit retention (6.9 million files at 400 days), so the folder is
-    read once, without a path object or a parse per file (``bench.log_growth``).
-    """
+    ``None``. One listing of the log folder (:func:`_listing`)."""
     log_dir = table / "_delta_log"
-    try:
-        names = os.listdir(log_dir)
-    except FileNotFoundError:
-        names = []
+    names = _listing(log_dir)
     start = 0
     pointer = log_dir / "_last_checkpoint"
     if pointer.exists():
@@ -98,10 +113,7 @@ def complete_version(table: Path) -> int | None:
         if not any(n.startswith(prefix) and n.endswith(".parquet") for n in names):
             return None
         start += 1
-    floor = f"{start:020d}.json"
-    # zero-padded: names order as their versions; only those from ``start`` on must be there
-    versions = {int(n[:20]) for n in names
-                if len(n) == 25 and n >= floor and n.endswith(".json") and n[:20].isdigit()}
+    versions = {int(n[:20]) for n in _commit_names(names, start)}  # must all be there
     newest = max(max(versions, default=-1), start - 1)
     complete = len(versions) == newest + 1 - start and newest >= 0
     return newest if complete else None
@@ -159,9 +171,8 @@ def version(location: str, name: str) -> int | Marker:
         return UNAVAILABLE
     if not (root / name).exists():
         return ABSENT
-    log_dir = root / name / "_delta_log"
-    versions = [int(p.name[:-5]) for p in log_dir.glob("*.json") if p.name[:-5].isdigit()]
-    return max(versions) if versions else UNAVAILABLE
+    newest = newest_commit(root / name / "_delta_log")
+    return UNAVAILABLE if newest is None else newest
 
 
 def columns(location: str, name: str, opened: Tables | None = None) -> set[str] | Marker:

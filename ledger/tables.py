@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger import commits
+from ledger import commits, direct
 from ledger.config import is_catalog_schema
 from ledger.errors import OffsetLedgerError, first_line
 from ledger.schemas import DERIVED, NATURAL_KEYS, TABLES, spark_schema
@@ -188,9 +188,9 @@ class Ledger:
         local = self._local_log(name)
         if local is not None:
             # A local table's version is its newest commit file: no Spark job needed.
-            commits = [int(p.stem) for p in local.glob("*.json") if p.stem.isdigit()]
-            if commits:
-                return max(commits)
+            newest = direct.newest_commit(local)
+            if newest is not None:
+                return newest
         row = self.spark.sql(f"DESCRIBE HISTORY {self.identifier(name)} LIMIT 1").first()
         if row is None:
             raise LedgerError(f"ledger table {name} has no history at {self.location}")
