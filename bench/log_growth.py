@@ -46,6 +46,7 @@ from pathlib import Path
 
 from bench import year_history as yh
 from bench.common import in_folder, save_results
+from bench.tail_growth import load_median
 from ledger import commits, direct
 from ledger.config import (
     DEFAULT_AUDIT_RETENTION_DAYS,
@@ -129,15 +130,20 @@ def checkpoint_bytes(table: str) -> int:
 def answers(location: str, probes: list[tuple[str, int, int, int]]) -> tuple[float, list]:
     """The median of ``REPEATS`` fresh whole-flow loads, and the forward and reverse answers of
     the last load at ``probes`` (topic, partition, upstream offset, replica offset)."""
-    times, store = [], None
-    for _ in range(REPEATS):
-        started = time.perf_counter()
-        store = LedgerEngine(location).load_store(yh.FLOW)
-        times.append(time.perf_counter() - started)
-    assert store is not None
+    seconds, store = load_median(location, REPEATS)
     out = [(store.forward(t, p, x).offset, store.reverse(t, p, c).offset)
            for t, p, x, c in probes]
-    return statistics.median(times), out
+    return seconds, out
+
+
+def median_s(fn) -> float:
+    """The median seconds of ``REPEATS`` calls of ``fn``."""
+    times = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times), 3)
 
 
 def head_probes(location: str) -> list[tuple[str, int, int, int]]:
@@ -189,12 +195,7 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
     point["checkpoint_mb"] = round(checkpoint_bytes(syncs) / 2**20, 1)
     merges = [_merge_progress(location, pattern, done, t0, opened) for _ in range(REPEATS)]
     point["progress_merge_s"] = round(statistics.median(merges), 3)
-    opens = []
-    for _ in range(REPEATS):
-        started = time.perf_counter()
-        DeltaTable(syncs)
-        opens.append(time.perf_counter() - started)
-    point["open_s"] = round(statistics.median(opens), 3)
+    point["open_s"] = median_s(lambda: DeltaTable(syncs))
     load_s, found = answers(location, probes)
     point["load_store_s"] = round(load_s, 3)
     if found != reference:
@@ -240,17 +241,8 @@ def measure_log_files(base: str, work: Path, count: int, pattern: yh.Pattern, do
     syncs = Path(location, OFFSET_SYNCS)
     add_log_files(str(syncs), count)
     point: dict = {"log_files": count}
-
-    def timed(fn) -> float:
-        times = []
-        for _ in range(REPEATS):
-            started = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - started)
-        return round(statistics.median(times), 3)
-
-    point["list_log_s"] = timed(lambda: direct.complete_version(syncs))
-    point["open_s"] = timed(lambda: DeltaTable(str(syncs)))
+    point["list_log_s"] = median_s(lambda: direct.complete_version(syncs))
+    point["open_s"] = median_s(lambda: DeltaTable(str(syncs)))
     opened: direct.Tables = {}
     for i, key in ((done, "first_append_s"), (done + 1, "next_append_s")):  # as the recorder
         started = time.perf_counter()

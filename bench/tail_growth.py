@@ -52,10 +52,11 @@ SAMPLE = 20
 """Partitions whose translations the eos mode compares (every 50th of the 1,000)."""
 
 
-def _load(location: str) -> tuple[float, OffsetSyncStore]:
-    """The median of ``REPEATS`` whole-flow loads by fresh engines, and the last store."""
+def load_median(location: str, repeats: int | None = None) -> tuple[float, OffsetSyncStore]:
+    """The median of ``repeats`` (default ``REPEATS``) whole-flow loads by fresh engines, and
+    the last store."""
     times, store = [], None
-    for _ in range(REPEATS):
+    for _ in range(REPEATS if repeats is None else repeats):
         started = time.perf_counter()
         store = LedgerEngine(location).load_store(yh.FLOW)
         times.append(time.perf_counter() - started)
@@ -165,12 +166,12 @@ def run(points: list[int], runs: int, work: Path, mode: str = "alo",
                        if refreshes else None}
         if appended > RUNS_IN_PROCESS:
             point["plain_s"] = f"Spark (more than {RUNS_IN_PROCESS:,} runs)"
-            point["upkeep_s"], kept_store = _load(kept)
+            point["upkeep_s"], kept_store = load_median(kept)
             point["held_spans"] = sum(len(v) for v in kept_store.runs.values())
             point["seek_floored_partitions"] = len(kept_store.seek)
         else:
-            point["plain_s"], plain_store = _load(plain)
-            point["upkeep_s"], kept_store = _load(kept)
+            point["plain_s"], plain_store = load_median(plain)
+            point["upkeep_s"], kept_store = load_median(kept)
             if mode == "eos":
                 _compare(plain_store, kept_store, point)
             elif plain_store.runs != kept_store.runs:
