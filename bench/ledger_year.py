@@ -164,7 +164,6 @@ def maintain(spark, location: Path, names: tuple[str, ...] = ()) -> dict:
     that each table's share is timed.
     """
     from ledger import maintenance
-    from ledger.config import DEFAULT_AUDIT_RETENTION_DAYS
     from ledger.schemas import TABLES
     from ledger.tables import Ledger
 
@@ -172,7 +171,7 @@ def maintain(spark, location: Path, names: tuple[str, ...] = ()) -> dict:
     out: dict = {"tables_s": {}, "report": []}
     for name in [n for n in TABLES if n in (names or TABLES)]:
         started = time.perf_counter()
-        reports = maintenance.maintain(ledger, DEFAULT_AUDIT_RETENTION_DAYS, (name,),
+        reports = maintenance.maintain(ledger, maintenance.Retention(), (name,),
                                        vacuum=True, flows={FLOW: (SOURCE, TARGET)})
         out["tables_s"][name] = round(time.perf_counter() - started, 1)
         for r in reports:

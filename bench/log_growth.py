@@ -54,16 +54,18 @@ from ledger.config import (
     DEFAULT_SPANS_WINDOW,
 )
 from ledger.engine import LedgerEngine
-from ledger.maintenance import retention_days, retention_properties
+from ledger.maintenance import Retention, retention_properties
 from ledger.schemas import NATURAL_KEYS, OFFSET_SYNC_SPANS, OFFSET_SYNCS, REPLICATION_PROGRESS
 from pipelines.replicate.span_upkeep import SpanUpkeep
 
 REPEATS = 3
-CHECKPOINT_EVERY = commits.SPARK_CHECKPOINT_INTERVAL
 COMMITS_PER_DAY = 24 * yh.COMMITS_PER_HOUR
+RETENTION = Retention()
+STEADY_TOMBSTONES = int(COMMITS_PER_DAY * RETENTION.days(OFFSET_SYNCS))
+"""``offset_syncs``' tombstones at a steady state: a file a commit, each replaced once, kept for
+its retention (``ledger.streamed.retention.days``, a week)."""
 YEAR_TOMBSTONES = COMMITS_PER_DAY * DEFAULT_AUDIT_RETENTION_DAYS
-"""Tombstones of one table at a steady state: a file a commit, each replaced once, kept for the
-audit retention."""
+"""The same kept for the audit retention (``ledger.streamed.retention.days: 400``)."""
 TABLES = (OFFSET_SYNCS, REPLICATION_PROGRESS)
 REFRESH_RUNS = DEFAULT_SPANS_REFRESH_RUNS
 """The replicator's span upkeep refreshes after this many runs (``ledger.spans.refresh.runs``)."""
@@ -76,7 +78,7 @@ def build(location: str, pattern: yh.Pattern, count: int, t0: int) -> None:
     from deltalake import DeltaTable
 
     for name in (*TABLES, OFFSET_SYNC_SPANS):  # what `ledger init` sets with Spark (delta-rs
-        wanted = retention_properties(retention_days(name, DEFAULT_AUDIT_RETENTION_DAYS))
+        wanted = retention_properties(RETENTION.days(name))
         wanted.pop("delta.checkpointRetentionDuration")  # cannot set this one; not read here)
         DeltaTable(f"{location}/{name}").alter.set_table_properties(wanted)
     upkeep = SpanUpkeep(location, yh.FLOW, (yh.SOURCE, yh.TARGET), REFRESH_RUNS,
@@ -101,13 +103,21 @@ def _merge_progress(location: str, pattern: yh.Pattern, done: int, t0: int,
     return time.perf_counter() - started
 
 
+def tombstone_days(name: str, count: int) -> float:
+    """The retention under which ``name`` holds ``count`` tombstones at a steady state (one a
+    commit): its own (``ledger.maintenance.Retention``), or longer for a count past it (the
+    point asks what a longer ``ledger.streamed.retention.days`` would hold)."""
+    return max(RETENTION.days(name), count / COMMITS_PER_DAY)
+
+
 def add_tombstones(table: str, count: int, now_ms: int) -> None:
-    """One commit removing ``count`` files, deleted over the retention as daily maintains do
-    (paths of the length Delta's writers give; none of them exists, as after a VACUUM)."""
+    """One commit removing ``count`` files, one deleted every commit interval back from now as
+    daily maintains leave them (paths of the length Delta's writers give; none of them exists,
+    as after a VACUUM). The table must keep them: :func:`tombstone_days`."""
     from deltalake import DeltaTable
 
     version = DeltaTable(table).version() + 1
-    spread = DEFAULT_AUDIT_RETENTION_DAYS * 86_400_000 // max(1, count)
+    spread = 86_400_000 // COMMITS_PER_DAY
     with open(Path(table, "_delta_log", f"{version:020d}.json"), "w") as out:
         out.write(json.dumps({"commitInfo": {"timestamp": now_ms, "operation": "OPTIMIZE",
                                              "operationParameters": {}}}) + "\n")
@@ -155,10 +165,12 @@ def head_probes(location: str) -> list[tuple[str, int, int, int]]:
 
 
 def steady_tombstones(name: str, count: int) -> int:
-    """The tombstones ``name`` holds when ``offset_syncs`` holds ``count``: a table that keeps
-    a day (``ledger.maintenance.retention_days``) lists a day of replaced files at most."""
-    days = retention_days(name, DEFAULT_AUDIT_RETENTION_DAYS)
-    return min(count, int(COMMITS_PER_DAY * days))
+    """The tombstones ``name`` holds when ``offset_syncs`` holds ``count`` (the point asked):
+    another table lists its own retention's replaced files at most (``replication_progress``
+    keeps a day, ``ledger.maintenance.Retention``)."""
+    if name == OFFSET_SYNCS:
+        return count
+    return min(count, int(COMMITS_PER_DAY * RETENTION.days(name)))
 
 
 def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t0: int,
@@ -172,30 +184,42 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
     point: dict = {"tombstones": count}
     for name in TABLES:
         point[f"{name}_tombstones"] = steady_tombstones(name, count)
+        wanted = retention_properties(tombstone_days(name, count))
+        wanted.pop("delta.checkpointRetentionDuration")  # as in build()
+        DeltaTable(f"{location}/{name}").alter.set_table_properties(wanted)
         add_tombstones(f"{location}/{name}", point[f"{name}_tombstones"], now_ms)
         DeltaTable(f"{location}/{name}").create_checkpoint()  # the log as a checkpoint left it
     # the replicator's next commits as its recorder makes them (its tables kept open), up to
-    # the one that writes a checkpoint
+    # the one that writes a checkpoint (ledger.commits.checkpoint_due); the table opened
+    # before that one, when a reader replays the most commits after the last checkpoint
     syncs = f"{location}/{OFFSET_SYNCS}"
+    last = direct.last_checkpoint(Path(syncs))  # the one just written: the newest version
+    assert last is not None
     opened: direct.Tables = {}
     appends, i = [], done
     while True:
         rows = yh.commit_rows(pattern, t0, i)
+        current = opened[syncs].version() if opened else last[0]
+        if commits.checkpoint_due(current + 1, commits.SPARK_CHECKPOINT_INTERVAL, last):
+            point["open_s"] = median_s(lambda: DeltaTable(syncs))
+            point["replayed_commits"] = current - last[0]
         started = time.perf_counter()
         commits.append_with_txn(location, OFFSET_SYNCS, rows, app_id=yh.APP_ID, version=i,
                                 opened=opened)
         appends.append(time.perf_counter() - started)
         i += 1
-        if opened[syncs].version() % CHECKPOINT_EVERY == 0:
+        if direct.last_checkpoint(Path(syncs)) != last:
             break
     point["first_append_s"] = round(appends[0], 3)
     point["append_s"] = (round(statistics.median(appends[1:-1]), 3) if len(appends) > 2
                          else None)
     point["append_with_checkpoint_s"] = round(appends[-1], 3)
+    point["commits_between_checkpoints"] = len(appends)
     point["checkpoint_mb"] = round(checkpoint_bytes(syncs) / 2**20, 1)
+    point["checkpoint_gb_a_day"] = round(checkpoint_bytes(syncs) / 2**30 * COMMITS_PER_DAY
+                                         / len(appends), 2)
     merges = [_merge_progress(location, pattern, done, t0, opened) for _ in range(REPEATS)]
     point["progress_merge_s"] = round(statistics.median(merges), 3)
-    point["open_s"] = median_s(lambda: DeltaTable(syncs))
     load_s, found = answers(location, probes)
     point["load_store_s"] = round(load_s, 3)
     if found != reference:
@@ -282,18 +306,21 @@ def run(work: Path, counts: list[int], mode: str, count: int,
     points = [measure(base, work, n, pattern, count, t0, reference, probes) for n in counts]
     folders = [measure_log_files(base, work, n, pattern, count, t0, reference, probes)
                for n in log_files]
-    return {"mode": mode, "commits": count, "year_tombstones": YEAR_TOMBSTONES,
-            "year_log_files": YEAR_TOMBSTONES, "spans": spans_kept(base, pattern),
+    return {"mode": mode, "commits": count, "steady_tombstones": STEADY_TOMBSTONES,
+            "year_tombstones": YEAR_TOMBSTONES, "year_log_files": YEAR_TOMBSTONES,
+            "spans": spans_kept(base, pattern),
             "points": points, "log_folders": folders}
 
 
 def table(result: dict) -> str:
     lines = ["| offset_syncs tombstones | replication_progress tombstones | checkpoint MB "
-             "| first append s | append s | append + checkpoint s | progress MERGE s "
-             "| open s | store load s |", "|---:" * 9 + "|"]
+             "| commits between checkpoints | checkpoints GB a day | first append s | append s "
+             "| append + checkpoint s | progress MERGE s | open s | store load s |",
+             "|---:" * 11 + "|"]
     for p in result["points"]:
         lines.append(f"| {p['tombstones']:,} | {p[f'{REPLICATION_PROGRESS}_tombstones']:,} "
-                     f"| {p['checkpoint_mb']} | {p['first_append_s']} | {p['append_s']} | "
+                     f"| {p['checkpoint_mb']} | {p['commits_between_checkpoints']} | "
+                     f"{p['checkpoint_gb_a_day']} | {p['first_append_s']} | {p['append_s']} | "
                      f"{p['append_with_checkpoint_s']} | {p['progress_merge_s']} | "
                      f"{p['open_s']} | {p['load_store_s']} |")
     if result.get("log_folders"):
@@ -309,13 +336,15 @@ def table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tombstones", default=f"0,1000000,3000000,{YEAR_TOMBSTONES}",
-                        help="remove actions added to each table (default 0 to a year's)")
+    parser.add_argument("--tombstones", default=f"0,{STEADY_TOMBSTONES},{YEAR_TOMBSTONES}",
+                        help="remove actions added to offset_syncs (default: none, a week's "
+                             "as its retention keeps them, and 400 days')")
     parser.add_argument("--commits", type=int, default=60,
                         help="replicator commits the ledger is built with (default 60)")
     parser.add_argument("--log-files", default="",
                         help="also time reads and commits with this many more commit files "
-                             f"in the log folder (comma-separated; a year's: {YEAR_TOMBSTONES})")
+                             f"in the log folder (comma-separated; a week's: {STEADY_TOMBSTONES}, "
+                             f"400 days': {YEAR_TOMBSTONES})")
     parser.add_argument("--mode", choices=sorted(yh.MODES), default="eos")
     parser.add_argument("--keep", help="build the ledgers in this folder and keep them")
     args = parser.parse_args(argv)

@@ -30,10 +30,15 @@ Invariants:
     * Rows are converted with the table's own Arrow schema, so a commit never changes the
       table's schema or protocol; only :func:`add_columns` does, and only by adding the
       nullable columns a later release added to the table (``ledger.schemas.added_columns``).
-    * Log checkpoints come at Spark's interval (``delta.checkpointInterval``, default 10; delta-rs
-      alone would write one every 100 commits), so a reader replays at most that many JSON
-      commits whichever engine wrote them; they are written here only (delta-rs's own
-      post-commit checkpoint is off: one policy, never two checkpoints of a version).
+    * Log checkpoints are written here only (delta-rs's own post-commit checkpoint is off: one
+      policy, never two checkpoints of a version), by :func:`checkpoint_due`: at Spark's
+      interval (``delta.checkpointInterval``, default 10; delta-rs alone would write one every
+      100 commits) while the last checkpoint is small, and every ``actions /
+      ACTIONS_PER_COMMIT`` commits once it holds more actions than that: a table that keeps a
+      week of tombstones (120,000 for ``offset_syncs`` at 5 s commits) would otherwise write a
+      9 MB checkpoint every 50 s, 16 GB a day kept for the week. So a checkpoint costs at most
+      ``ACTIONS_PER_COMMIT`` actions per commit, and a reader replays at most as many JSON
+      commits after it as a checkpoint of that size takes to read, whichever engine wrote it.
     * A commit never cleans the log: delta-rs would list the whole log folder after every
       commit for expired entries (0.9 s a commit at 100,000 log files, which a ledger committing
       every 5 s reaches in 6 days), where Spark cleans when it checkpoints: ``ledger
@@ -60,6 +65,8 @@ from ledger.schemas import TABLES, added_columns, arrow_schema
 log = logging.getLogger(__name__)
 
 SPARK_CHECKPOINT_INTERVAL = 10  # Delta Lake's default delta.checkpointInterval
+ACTIONS_PER_COMMIT = 500
+"""A log checkpoint's actions per commit since the last, at most (:func:`checkpoint_due`)."""
 UNAVAILABLE = direct.UNAVAILABLE  # commit it with Spark instead
 ALREADY_RECORDED = direct.Marker("ALREADY_RECORDED")  # the txn pair is in the log already
 COMMITTED = direct.Marker("COMMITTED")
@@ -182,11 +189,37 @@ def _hooks() -> Any:
     return PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
+def checkpoint_due(version: int, interval: int, last: tuple[int, int] | None) -> bool:
+    """Whether the commit of ``version`` is followed by a log checkpoint.
+
+    ``last`` is the last checkpoint's ``(version, actions)``. Without one, Spark's rule (a
+    version divisible by ``interval``); with one, ``version`` at least ``max(interval,
+    actions // ACTIONS_PER_COMMIT)`` versions after it (see the module invariants)::
+
+        last checkpoint  v=1000, 120,000 actions  ->  every 240 commits: 1240, 1480, ...
+        last checkpoint  v=1000,      300 actions ->  every 10 commits:  1010, 1020, ...
+    """
+    if last is None:
+        return version % max(1, interval) == 0
+    last_version, actions = last
+    return version - last_version >= max(interval, actions // ACTIONS_PER_COMMIT)
+
+
 def _checkpoint_at_interval(table: Any) -> None:
-    configured = table.metadata().configuration.get("delta.checkpointInterval")
-    interval = int(configured) if configured else SPARK_CHECKPOINT_INTERVAL
-    if table.version() % max(1, interval) == 0:
-        table.create_checkpoint()
+    """A log checkpoint after a commit when :func:`checkpoint_due`. The commit has landed: a
+    checkpoint that fails is logged, never raised, since the caller's fallback would commit
+    the rows again (a plain append has no txn pair to make that a no-op); the next due commit
+    writes one."""
+    try:
+        configured = table.metadata().configuration.get("delta.checkpointInterval")
+        interval = max(1, int(configured) if configured else SPARK_CHECKPOINT_INTERVAL)
+        path = direct.local_path(str(table.table_uri))
+        last = direct.last_checkpoint(path) if path is not None else None
+        if checkpoint_due(table.version(), interval, last):
+            table.create_checkpoint()
+    except Exception as exc:
+        log.warning("ledger table at %s: log checkpoint not written after commit %s (%s)",
+                    table.table_uri, table.version(), first_line(exc, 200))
 
 
 def append_with_txn(location: str, name: str, rows: Sequence[Mapping[str, Any]], *,

@@ -36,6 +36,10 @@ _log = logging.getLogger(__name__)
 DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
 # More than a year: audits of last year's operations still time-travel.
 DEFAULT_AUDIT_RETENTION_DAYS = 400
+# A week of time travel into the tables committed to every few seconds or every pass: enough
+# to replay a recent operation's audit and to follow up an incident; past it an operation is
+# audited from its recorded evidence (bench/README.md, "The Delta log at a year").
+DEFAULT_STREAMED_RETENTION_DAYS = 7
 DEFAULT_HISTORY_REFRESH_HOURS = 24
 DEFAULT_SPANS_REFRESH_COMMITS = 360  # an hour of 10 s batches
 # A store load coalesces its tail at about 8 us a run (bench/README.md, stop 54): a second of
@@ -173,6 +177,9 @@ class Config:
     # so an audit replayed from the ledger's own versions) reaches.
     # A fraction of a day is allowed (tests that expire versions); 0 is refused.
     audit_retention_days: float = DEFAULT_AUDIT_RETENTION_DAYS
+    # The same for the tables a running job commits to continually (schemas.STREAMED), capped
+    # by audit_retention_days: their log and replaced files grow with every commit.
+    streamed_retention_days: float = DEFAULT_STREAMED_RETENTION_DAYS
     # A checkpoint pass records a checkpoint or a group commit only when it changed, or when its
     # latest record is older than this: so "the latest per group partition" is always inside
     # this window and is read from it, never from the whole history.
@@ -394,6 +401,8 @@ def _policy(v: Any) -> str:
 _TOP_LEVEL = {
     "ledger.location": ("ledger_location", str),
     "ledger.audit.retention.days": ("audit_retention_days", lambda v: _positive_days(v)),
+    "ledger.streamed.retention.days": ("streamed_retention_days",
+                                       lambda v: _positive_days(v)),
     "ledger.history.refresh.hours": ("history_refresh_hours", _positive_int("hours")),
     "ledger.spans.refresh.commits": ("spans_refresh_commits", _positive_int("commits")),
     "ledger.spans.refresh.runs": ("spans_refresh_runs", _positive_int("runs")),

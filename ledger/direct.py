@@ -100,6 +100,16 @@ def newest_commit(log_dir: Path) -> int | None:
     return int(max(found)[:20]) if found else None
 
 
+def last_checkpoint(table: Path) -> tuple[int, int] | None:
+    """``(version, actions)`` of a table's last log checkpoint (its ``_last_checkpoint``
+    pointer, as Spark and delta-rs write it); ``None`` without one or when unreadable."""
+    try:
+        pointer = json.loads((table / "_delta_log" / "_last_checkpoint").read_text())
+        return int(pointer["version"]), int(pointer.get("size") or 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def complete_version(table: Path) -> int | None:
     """The newest version of a table whose log is complete (:func:`log_complete`), else
     ``None``. One listing of the log folder (:func:`_listing`)."""

@@ -1,10 +1,16 @@
 """Retention and upkeep of the ledger's Delta tables: ``ledger init`` and ``ledger maintain``.
 
 Invariants:
-    * Retention is configuration (``ledger.audit.retention.days``): every table carries it as
-      ``delta.logRetentionDuration``, ``delta.deletedFileRetentionDuration`` and
+    * Retention is configuration, per table (:class:`Retention`): every table carries its days
+      as ``delta.logRetentionDuration``, ``delta.deletedFileRetentionDuration`` and
       ``delta.checkpointRetentionDuration``. Applying it is idempotent: a table that already has
       the values gains no Delta version.
+    * Three horizons, each capped by the one before: ``ledger.audit.retention.days`` (400) for
+      the evidence and the operations; ``ledger.streamed.retention.days`` (7) for the tables a
+      running job commits to continually (``schemas.STREAMED``); a day for those no read
+      time-travels into (``schemas.LATEST_ONLY``). Rows are never deleted: a horizon bounds
+      how far time travel reaches, the Delta log, and how long replaced files are kept, never
+      the runs, checkpoints, commits or resume points themselves.
     * ``maintain`` never shortens what time travel can reach inside the retention horizon:
       VACUUM keeps every file a version younger than the retention needs (it retains exactly the
       configured days, never fewer), and the log is cleaned only by Delta itself at checkpoint
@@ -27,11 +33,16 @@ Invariants:
     * A table no read time-travels into (``schemas.LATEST_ONLY``: the derived span snapshots,
       which a store reads at their latest version and ignores when newer than the version it
       asks for; ``replication_progress``, read for the current lag and readiness, whose version
-      no operation records) keeps ``LATEST_ONLY_RETENTION_DAYS`` (1), not the audit retention.
-      Both are replaced all the time (a span refresh about once a minute for an exactly-once
-      flow, a progress MERGE every commit): at the audit retention the replaced files, and the
-      tombstones every log checkpoint lists, would outgrow the runs themselves and slow every
-      commit that opens the table (``bench/README.md``, "The Delta log at a year").
+      no operation records) keeps ``LATEST_ONLY_RETENTION_DAYS`` (1). Both are replaced all
+      the time (a span refresh about once a minute for an exactly-once flow, a progress MERGE
+      every commit).
+    * A ``STREAMED`` table's log gains a commit every few seconds (``offset_syncs``) or every
+      pass, and ``maintain`` replaces as many small files a day: kept 400 days, that is
+      millions of log files a commit lists and millions of tombstones every log checkpoint
+      repeats (``bench/README.md``, "The Delta log at a year"). A week bounds both. The versions
+      an operation records in them are read by its audit only, which past the horizon reads the
+      evidence the operation recorded (``operation_runs``, ``operation_checkpoints``, kept at
+      the audit retention) and answers the same (``pipelines.audit.horizon``).
     * A table nothing was written to since its last OPTIMIZE (only VACUUM and property commits
       after it, and for a whole Z-order the same columns) is not optimized again: the rewrite
       would produce the same files. Most tables of a daily maintain (operations, ACL syncs,
@@ -43,7 +54,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ledger.config import DEFAULT_SPANS_WINDOW
+from ledger.config import (
+    DEFAULT_AUDIT_RETENTION_DAYS,
+    DEFAULT_SPANS_WINDOW,
+    DEFAULT_STREAMED_RETENTION_DAYS,
+    Config,
+)
 from ledger.schemas import (
     CHECKPOINTS,
     DERIVED,
@@ -54,6 +70,7 @@ from ledger.schemas import (
     OPERATION_CHECKPOINTS,
     OPERATION_RUNS,
     RESUME_POINTS,
+    STREAMED,
     TABLES,
 )
 from ledger.span_refresh import RefreshReport, refresh
@@ -122,14 +139,39 @@ def table_properties(ledger: Ledger, name: str) -> dict[str, str]:
     return table_detail(ledger, name).properties
 
 
-def retention_days(name: str, days: float) -> float:
-    """The retention table ``name`` keeps under ``ledger.audit.retention.days`` = ``days``."""
-    return min(days, LATEST_ONLY_RETENTION_DAYS) if name in LATEST_ONLY else days
+@dataclass(frozen=True)
+class Retention:
+    """The days of Delta history each ledger table keeps (see the module invariants)."""
+
+    audit_days: float = DEFAULT_AUDIT_RETENTION_DAYS
+    streamed_days: float = DEFAULT_STREAMED_RETENTION_DAYS
+
+    @classmethod
+    def of(cls, config: Config) -> Retention:
+        return cls(config.audit_retention_days, config.streamed_retention_days)
+
+    def days(self, name: str) -> float:
+        """The days table ``name`` keeps."""
+        if name in LATEST_ONLY:
+            return min(self.audit_days, LATEST_ONLY_RETENTION_DAYS)
+        if name in STREAMED:
+            return min(self.audit_days, self.streamed_days)
+        return self.audit_days
+
+    def line(self) -> str:
+        """One line naming the three horizons and the keys that set them."""
+        streamed = min(self.audit_days, self.streamed_days)
+        latest = min(self.audit_days, LATEST_ONLY_RETENTION_DAYS)
+        return (f"retention {self.audit_days:g} days (ledger.audit.retention.days), "
+                f"{streamed:g} for {', '.join(sorted(STREAMED))} "
+                f"(ledger.streamed.retention.days), {latest:g} for "
+                f"{', '.join(sorted(LATEST_ONLY))}")
 
 
-def _set_retention(ledger: Ledger, name: str, days: float, current: dict[str, str]) -> bool:
+def _set_retention(ledger: Ledger, name: str, retention: Retention,
+                   current: dict[str, str]) -> bool:
     """Set ``name``'s retention properties unless ``current`` already holds them."""
-    wanted = retention_properties(retention_days(name, days))
+    wanted = retention_properties(retention.days(name))
     if all(current.get(k) == v for k, v in wanted.items()):
         return False
     assignments = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
@@ -137,9 +179,10 @@ def _set_retention(ledger: Ledger, name: str, days: float, current: dict[str, st
     return True
 
 
-def apply_retention(ledger: Ledger, days: float, names: tuple[str, ...] = ()) -> dict[str, bool]:
+def apply_retention(ledger: Ledger, retention: Retention,
+                    names: tuple[str, ...] = ()) -> dict[str, bool]:
     """Set the retention properties where they differ; return ``{table: changed}``."""
-    return {name: _set_retention(ledger, name, days, table_properties(ledger, name))
+    return {name: _set_retention(ledger, name, retention, table_properties(ledger, name))
             for name in names or tuple(TABLES)}
 
 
@@ -280,12 +323,11 @@ def _vacuum(ledger: Ledger, name: str) -> None:
             spark.conf.set(key, previous)
 
 
-def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
+def maintain(ledger: Ledger, retention: Retention, names: tuple[str, ...] = (), *,
              vacuum: bool = True, flows: dict[str, tuple[str, str]] | None = None,
              window: int = DEFAULT_SPANS_WINDOW,
              rebuild_spans: bool = False) -> list[MaintenanceReport]:
-    """Compact (and Z-order), checkpoint, and VACUUM each table within ``days`` of retention
-    (a ``LATEST_ONLY`` table within :func:`retention_days`).
+    """Compact (and Z-order), checkpoint, and VACUUM each table within its ``retention``.
 
     With ``offset_sync_spans`` among the tables (the default: all), each flow's persisted spans
     are first refreshed to the current ``offset_syncs`` version (after offset_syncs' own
@@ -301,7 +343,7 @@ def maintain(ledger: Ledger, days: float, names: tuple[str, ...] = (), *,
     reports = []
     for name in [n for n in TABLES if n in (names or TABLES)]:
         before, version_before = table_detail(ledger, name), ledger.version(name)
-        changed = _set_retention(ledger, name, days, before.properties)
+        changed = _set_retention(ledger, name, retention, before.properties)
         refreshed = (tuple(refresh(ledger, flows or {}, window=window,
                                          rebuild=rebuild_spans))
                      if name == OFFSET_SYNC_SPANS else ())

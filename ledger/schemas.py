@@ -63,6 +63,9 @@ class Table:
     key: tuple[str, ...]      # the natural key writes are idempotent on
     derived: bool = False     # recomputed from other tables: no audit reads it
     latest_only: bool = False  # only its latest version is ever read: its history is no evidence
+    # committed to by a running job every few seconds or every pass: its Delta history grows
+    # with the commits, and an operation's evidence answers for its old versions
+    streamed: bool = False
 
     @property
     def column_names(self) -> list[str]:
@@ -111,9 +114,11 @@ _CHECKPOINT_COLUMNS = (
 _TABLES = (
     Table(OFFSET_SYNCS, "run (u, d, n) of a flow partition written by one micro-batch",
           _RUN_COLUMNS,
-          ("flow", "topic", "partition", "run_id", "batch_id", "upstream_offset")),
+          ("flow", "topic", "partition", "run_id", "batch_id", "upstream_offset"),
+          streamed=True),
     Table(CHECKPOINTS, "forward or reverse checkpoint of a group partition in one pass",
-          _CHECKPOINT_COLUMNS, ("checkpoint_id", "group_id", "source_topic", "partition")),
+          _CHECKPOINT_COLUMNS, ("checkpoint_id", "group_id", "source_topic", "partition"),
+          streamed=True),
     Table(GROUP_OFFSETS, "committed offset observed in a group partition on a cluster", (
         _c("observation_id", STRING, "the observation (one pass)"),
         _c("cluster", STRING, "the cluster alias"),
@@ -123,7 +128,7 @@ _TABLES = (
         _c("committed_offset", BIGINT, "the group's committed offset"),
         _c("group_state", STRING, "the group's state (Empty, Stable, ...)", null=True),
         _c("observed_at", TIMESTAMP, "when it was observed"),
-    ), ("observation_id", "cluster", "group_id", "topic", "partition")),
+    ), ("observation_id", "cluster", "group_id", "topic", "partition"), streamed=True),
     Table(RESUME_POINTS, "offset this tool wrote into a group partition on a cluster", (
         _c("resume_point_id", STRING, "the write"),
         _c("operation_id", STRING, "the failover/failback; NULL for group offset sync",
@@ -147,7 +152,7 @@ _TABLES = (
         _c("checkpoints_version", BIGINT, "the checkpoints version holding the checkpoint",
            null=True),
         _c("written_at", TIMESTAMP, "when it was written"),
-    ), ("resume_point_id",)),
+    ), ("resume_point_id",), streamed=True),
     Table(OPERATIONS, "failover or failback of a group, with the ledger versions it used", (
         _c("operation_id", STRING, "the operation"),
         _c("kind", STRING, "'failover' | 'failback'"),
@@ -242,6 +247,12 @@ LATEST_ONLY: frozenset[str] = frozenset(t.name for t in _TABLES if t.derived or 
 """Tables no read time-travels into (the derived ones; ``replication_progress``, read for the
 current lag and readiness): their older versions are no evidence, so they keep a short history
 (``ledger.maintenance.retention_days``)."""
+
+STREAMED: frozenset[str] = frozenset(t.name for t in _TABLES if t.streamed)
+"""Tables a running job commits to every few seconds (``offset_syncs``) or every pass
+(``checkpoints``, ``group_offsets``, ``resume_points``): their Delta log and replaced files grow
+with the commits, so they keep the shorter ``ledger.streamed.retention.days``; an operation
+past it is audited from the evidence it recorded (``ledger.maintenance.Retention``)."""
 
 NATURAL_KEYS: dict[str, tuple[str, ...]] = {t.name: t.key for t in _TABLES}
 

@@ -1,8 +1,10 @@
 """``offset-ledger ledger init|status|history|maintain``: create, inspect and keep up the ledger.
 
-``init`` creates missing tables and applies ``ledger.audit.retention.days`` to every table (also
-to existing ones, adding no version where it is already set); ``maintain`` compacts and Z-orders,
-checkpoints the Delta logs and VACUUMs within that retention (:mod:`ledger.maintenance`).
+``init`` creates missing tables and applies each table's retention to it
+(``ledger.audit.retention.days``, ``ledger.streamed.retention.days``: :class:`ledger.maintenance.
+Retention`; also to existing tables, adding no version where it is already set); ``maintain``
+compacts and Z-orders, checkpoints the Delta logs and VACUUMs within that retention
+(:mod:`ledger.maintenance`).
 """
 
 from __future__ import annotations
@@ -33,19 +35,20 @@ def run(args: argparse.Namespace, config: Config) -> int:
     ledger = Ledger(get_spark("offset-ledger-ledger"), config.ledger_location)
     if args.action == "init":
         created = ledger.init()
-        retention = maintenance.apply_retention(ledger, config.audit_retention_days)
+        horizons = maintenance.Retention.of(config)
+        retention = maintenance.apply_retention(ledger, horizons)
         for name, new in created.items():
-            days = maintenance.retention_days(name, config.audit_retention_days)
+            days = horizons.days(name)
             note = f"  retention {days:g} days" if retention[name] else ""
             print(f"{'created' if new else 'exists '}  {ledger.identifier(name)}{note}")
         return 0
     if args.action == "maintain":
         reports = maintenance.maintain(
-            ledger, config.audit_retention_days, tuple(args.table or ()),
+            ledger, maintenance.Retention.of(config), tuple(args.table or ()),
             vacuum=not args.no_vacuum,
             flows={f.name: (f.source, f.target) for f in config.flows},
             window=config.spans_window, rebuild_spans=args.rebuild_spans)
-        print(f"retention {config.audit_retention_days} days (ledger.audit.retention.days)")
+        print(maintenance.Retention.of(config).line())
         for report in reports:
             print(report.line())
         return 0

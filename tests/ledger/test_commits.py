@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import shutil
 from pathlib import Path
 
@@ -220,3 +221,63 @@ def test_a_merge_conflict_is_told_from_other_failures():
         "Commit failed: a concurrent transactions added new data."))
     assert not commits.merge_conflict(CommitFailedError("Commit failed: protocol"))
     assert not commits.merge_conflict(RuntimeError("[DELTA_FILE_NOT_FOUND] part-0001"))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("version", "last", "due"), [
+    (10, None, True), (11, None, False), (20, None, True),      # no checkpoint yet: Spark's
+    (20, (10, 300), True), (19, (10, 300), False),              # small: every 10 commits
+    (1239, (1000, 120_000), False), (1240, (1000, 120_000), True),  # large: every 240
+    (17, (12, 13), False), (22, (12, 13), True),                # relative to the last one
+])
+def test_a_checkpoint_is_due_every_interval_or_every_actions_per_commit(version, last, due):
+    assert commits.ACTIONS_PER_COMMIT == 500
+    assert commits.checkpoint_due(version, 10, last) is due
+
+
+@pytest.mark.unit
+def test_a_large_checkpoint_spaces_the_next_ones(tmp_path, monkeypatch):
+    """With one action per commit allowed, each checkpoint comes as many commits after the last
+    as the last one holds actions; every version stays readable."""
+    from deltalake import DeltaTable
+
+    from ledger import direct
+
+    monkeypatch.setattr(commits, "ACTIONS_PER_COMMIT", 1)
+    location = str(tmp_path / "ledger")
+    assert isinstance(commits.create_missing_tables(location), list)
+    table = Path(location) / OFFSET_SYNCS
+    seen = []
+    for batch in range(60):
+        assert commits.append_with_txn(location, OFFSET_SYNCS, [_run(batch, batch, 1, batch)],
+                                       app_id=APP, version=batch) is commits.COMMITTED
+        last = direct.last_checkpoint(table)
+        if last is not None and (not seen or seen[-1] != last):
+            seen.append(last)
+    # each checkpoint lists the files so far (plus protocol, metadata, txn), and the next one
+    # comes that many commits later
+    for (version, actions), (following, _) in itertools.pairwise(seen):
+        assert following - version == max(10, actions)
+    assert len(seen) >= 2 and seen[0][0] == 10
+    assert direct.log_complete(table)
+    assert len(DeltaTable(str(table)).to_pyarrow_table()) == 60
+
+
+@pytest.mark.unit
+def test_a_failed_checkpoint_leaves_the_commit_and_falls_back_to_nothing(tmp_path,
+                                                                          monkeypatch):
+    """The commit has landed: a checkpoint that fails must not send the rows to Spark again."""
+    from deltalake import DeltaTable
+
+    location = str(tmp_path / "ledger")
+    assert isinstance(commits.create_missing_tables(location), list)
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(DeltaTable, "create_checkpoint", broken)
+    for batch in range(12):  # version 10 is due a checkpoint
+        assert commits.append(location, OFFSET_SYNCS, [_run(batch, batch, 1, batch)]
+                              ) is commits.COMMITTED
+    table = DeltaTable(str(Path(location) / OFFSET_SYNCS))
+    assert len(table.to_pyarrow_table()) == 12

@@ -63,7 +63,7 @@ def test_a_large_table_compacts_only_its_new_files(spark, tmp_path, monkeypatch)
                    .glob("*.parquet") if any(str(f.name) in b for b in big))
     monkeypatch.setattr(maintenance, "ZORDER_WHOLE_BYTES", size - 1)  # past the limit
     monkeypatch.setattr(maintenance, "COMPACTED_BYTES", big_size)     # the history stays
-    (report,) = maintenance.maintain(ledger, 30, (OFFSET_SYNCS,))
+    (report,) = maintenance.maintain(ledger, maintenance.Retention(30), (OFFSET_SYNCS,))
 
     assert report.incremental and report.zorder == ()
     assert "compacted, new files only" in report.line()
@@ -81,6 +81,6 @@ def test_a_small_table_is_still_zordered_whole(spark, tmp_path):
     ledger.init()
     for b in range(3):
         ledger.append(OFFSET_SYNCS, spark.createDataFrame(_runs(b, 1), OFFSET_SYNCS_SCHEMA))
-    (report,) = maintenance.maintain(ledger, 30, (OFFSET_SYNCS,))
+    (report,) = maintenance.maintain(ledger, maintenance.Retention(30), (OFFSET_SYNCS,))
     assert not report.incremental and report.zorder == maintenance.ZORDER[OFFSET_SYNCS]
     assert report.files_after == 1

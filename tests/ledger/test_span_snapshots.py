@@ -277,7 +277,8 @@ def test_a_ledger_from_before_the_table_reads_and_maintain_adds_it(ledger: dict,
     store = OffsetSyncStore.load(old, "P->B")
     for p in HISTORIES:
         assert_translates_like(store, p, raw(p))
-    (report,) = maintenance.maintain(old, 30, (OFFSET_SYNC_SPANS,), vacuum=False, flows=FLOWS)
+    (report,) = maintenance.maintain(old, maintenance.Retention(30), (OFFSET_SYNC_SPANS,),
+                                     vacuum=False, flows=FLOWS)
     assert report.refreshed[0].version == old.version(OFFSET_SYNCS)
     assert SpanSnapshot.read(old, "P->B") is not None
 
