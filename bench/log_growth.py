@@ -197,6 +197,10 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
     assert last is not None
     opened: direct.Tables = {}
     appends, i = [], done
+    # the replicator's span upkeep refreshes as it does (its commits are not timed): a
+    # checkpoint every hundreds of commits is hundreds of thousands of runs
+    upkeep = SpanUpkeep(location, yh.FLOW, (yh.SOURCE, yh.TARGET), REFRESH_RUNS,
+                        DEFAULT_SPANS_WINDOW)
     while True:
         rows = yh.commit_rows(pattern, t0, i)
         current = opened[syncs].version() if opened else last[0]
@@ -208,8 +212,11 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
                                 opened=opened)
         appends.append(time.perf_counter() - started)
         i += 1
+        upkeep.appended(len(rows), direct=True)
+        upkeep.wait()
         if direct.last_checkpoint(Path(syncs)) != last:
             break
+    upkeep.close()
     point["first_append_s"] = round(appends[0], 3)
     point["append_s"] = (round(statistics.median(appends[1:-1]), 3) if len(appends) > 2
                          else None)
