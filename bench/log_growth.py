@@ -3,35 +3,37 @@
 A streaming flow commits ``offset_syncs`` every 5 s (17,280 files a day) and MERGEs
 ``replication_progress`` as often. ``ledger maintain`` compacts those files daily; each file it
 replaces, and each file a MERGE replaces, leaves a **tombstone** (a ``remove`` action) that Delta
-keeps in every log checkpoint for ``delta.deletedFileRetentionDuration``, which the ledger sets
-to the audit retention (400 days) so that VACUUM keeps every file time travel may need. At a
-steady state a table holds about 17,280 x 400 = 6.9 million tombstones, and the replicator's
-delta-rs commits write a checkpoint every 10 commits (``ledger.commits``).
+keeps in every log checkpoint for ``delta.deletedFileRetentionDuration``: the table's retention
+(``ledger.maintenance.Retention``; ``ledger.streamed.retention.days``, a week, for
+``offset_syncs``). At a steady state it holds about 17,280 x 7 = 120,960 tombstones (at 400
+days, 6.9 million), and the replicator's delta-rs commits write a checkpoint every ``max(10,
+actions / 500)`` commits (``ledger.commits.checkpoint_due``).
 
 ``bench.ledger_year`` writes a year's rows in a few commits, so its log holds none of this. Here
 a small ledger is built with the replicator's own commits (``--commits`` of the streaming
 driver's pattern, :mod:`bench.year_history`, with the replicator's span upkeep), then for each
 ``--tombstones`` count one commit holding that many ``remove`` actions (of compacted files, as
-daily maintains leave them) is added to ``offset_syncs``, and to ``replication_progress`` as
-many as its own retention keeps (a day's: it keeps one, ``ledger.maintenance.retention_days``),
-and what the replicator and the verbs do next is timed on it:
+daily maintains leave them) is added to ``offset_syncs`` (its retention set to keep them), and
+to ``replication_progress`` as many as its own retention keeps (a day's), and what the
+replicator and the verbs do next is timed on it:
 
 * the replicator's next ``offset_syncs`` commits as its recorder makes them (the table kept
-  open: the first opens it) up to the one that writes the checkpoint of every 10 commits,
-  and that checkpoint's size;
+  open: the first opens it; its span upkeep refreshing, untimed) up to the one that writes the
+  next log checkpoint, that checkpoint's size, and a table open just before it (the most JSON
+  commits a reader replays);
 * its ``replication_progress`` MERGE;
 * a fresh engine's store load of the whole flow (what ``status``, ``translate`` and
   ``failover`` do first), whose answers must equal the tombstone-free ledger's.
 
 Kafka- and Spark-free::
 
-    .venv/bin/python -m bench.log_growth                                  # 0,1M,3M,6.9M
+    .venv/bin/python -m bench.log_growth                                  # 0, a week, 400 days
     .venv/bin/python -m bench.log_growth --tombstones 0,100000 --commits 24   # quick
     .venv/bin/python -m bench.log_growth --tombstones 0 --log-files 1000000   # the log folder
 
 With ``--log-files``, the log folder instead: that many more commit files in ``offset_syncs``'
-log (a year's: 6.9 million at 400 days of log retention), read by listing it, by opening the
-table, by the replicator's commits and by a store load.
+log (a week's: 120,960; 6.9 million at 400 days of log retention), read by listing it, by
+opening the table, by the replicator's commits and by a store load.
 """
 
 from __future__ import annotations

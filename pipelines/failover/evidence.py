@@ -2,7 +2,8 @@
 
 A failover or failback records, beside its resume points, exactly what its audit re-derives
 them from, so ``audit`` still answers once Delta time travel no longer reaches the versions the
-operation recorded (log cleaned, files vacuumed past ``ledger.audit.retention.days``)::
+operation recorded (log cleaned, files vacuumed past ``ledger.streamed.retention.days``, a week,
+for the tables whose versions it records; the evidence keeps ``ledger.audit.retention.days``)::
 
     operation_checkpoints   every checkpoint row of the operation's pass (its groups)
     operation_runs          per flow partition those checkpoints were translated over, the

@@ -31,7 +31,7 @@ Invariants:
     * delta-rs keeps each table open between batches (``_opened``, one ``DeltaTable`` per table,
       each used by one thread): a commit reads only the log entries written since the last one
       (none but its own, unless another flow's job wrote), never the whole log again, whose
-      checkpoint and folder grow with the audit retention (``bench.log_growth``).
+      checkpoint and folder grow with the table's retention (``bench.log_growth``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 evidence it recorded (operation_runs, operation_checkpoints), and says so.
 
 Real clusters, a real failover and failback, then the versions they recorded are expired the
-way production expires them: a tiny ``ledger.audit.retention.days`` and ``ledger maintain``
-(OPTIMIZE removes the small files, VACUUM deletes them once the retention has passed).
+way production expires them: a tiny ``ledger.streamed.retention.days`` (the history of the
+tables an operation records versions of; the evidence keeps ``ledger.audit.retention.days``)
+and ``ledger maintain`` (OPTIMIZE removes the small files, VACUUM deletes them once the
+retention has passed).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 import pytest
 import yaml
 
+from ledger import maintenance
 from ledger.records import Operation
 from ledger.schemas import OFFSET_SYNCS, OPERATION_CHECKPOINTS, OPERATION_RUNS, OPERATIONS
 from ledger.tables import Ledger
@@ -85,12 +88,19 @@ def test_operation_past_the_horizon_is_audited_from_its_recorded_evidence(
     assert {r["audit_source"] for r in from_evidence} == {"recorded_evidence"}
     assert comparable(from_evidence) == comparable(travelled)
 
-    # Expire: a three-second retention, maintain (OPTIMIZE removes every small file), wait
-    # for the retention to pass, maintain again (VACUUM deletes the removed files).
+    # Expire: a three-second streamed retention, maintain (OPTIMIZE removes every small
+    # file), wait for the retention to pass, maintain again (VACUUM deletes the removed files).
     raw = yaml.safe_load(open(config.path))
-    raw["ledger"]["audit.retention.days"] = RETENTION_DAYS
+    raw["ledger"]["streamed.retention.days"] = RETENTION_DAYS
     with open(config.path, "w") as handle:
         yaml.safe_dump(raw, handle)
+    # `ledger init` applies each table's retention: the streamed tables three seconds, the
+    # operations and their evidence the audit retention (400 days)
+    assert cli.main(["ledger", "init", "--config", config.path]) == 0
+    for name in (OPERATIONS, OPERATION_RUNS, OPERATION_CHECKPOINTS, OFFSET_SYNCS):
+        expected = "interval 3 seconds" if name == OFFSET_SYNCS else "interval 400 days"
+        assert maintenance.table_properties(ledger, name)[
+            "delta.deletedFileRetentionDuration"] == expected, name
     replicate_once(spark, config, "P->B")  # the ledger moves on after the operations
     # The three tables whose versions the failback recorded (maintaining all takes longer).
     maintain = ["ledger", "maintain", "--config", config.path, "--table", "offset_syncs",
