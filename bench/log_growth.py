@@ -196,7 +196,8 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
     # before that one, when a reader replays the most commits after the last checkpoint
     syncs = f"{location}/{OFFSET_SYNCS}"
     last = direct.last_checkpoint(Path(syncs))  # the one just written: the newest version
-    assert last is not None
+    if last is None:
+        raise SystemExit(f"no log checkpoint in {syncs} after create_checkpoint")
     opened: direct.Tables = {}
     appends, i = [], done
     # the replicator's span upkeep refreshes as it does (its commits are not timed): a

@@ -38,7 +38,7 @@ DEFAULT_CONFIG_PATH = "offset-ledger.yaml"
 DEFAULT_AUDIT_RETENTION_DAYS = 400
 # A week of time travel into the tables committed to every few seconds or every pass: enough
 # to replay a recent operation's audit and to follow up an incident; past it an operation is
-# audited from its recorded evidence (bench/README.md, "The Delta log at a year").
+# audited from its recorded evidence (bench/README.md, "The Delta log bounded").
 DEFAULT_STREAMED_RETENTION_DAYS = 7
 DEFAULT_HISTORY_REFRESH_HOURS = 24
 DEFAULT_SPANS_REFRESH_COMMITS = 360  # an hour of 10 s batches
@@ -173,8 +173,8 @@ class Config:
     clusters: Mapping[str, ClusterConfig]
     flows: tuple[FlowConfig, ...]
     ledger_location: str = ".state/ledger"
-    # Delta log and deleted-file retention of every ledger table: how far back time travel (and
-    # so an audit replayed from the ledger's own versions) reaches.
+    # Delta log and deleted-file retention of the operations and their evidence, and the cap of
+    # every other table's (ledger.maintenance.Retention): how far back time travel reaches.
     # A fraction of a day is allowed (tests that expire versions); 0 is refused.
     audit_retention_days: float = DEFAULT_AUDIT_RETENTION_DAYS
     # The same for the tables a running job commits to continually (schemas.STREAMED), capped
