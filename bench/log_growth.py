@@ -73,16 +73,41 @@ REFRESH_RUNS = DEFAULT_SPANS_REFRESH_RUNS
 """The replicator's span upkeep refreshes after this many runs (``ledger.spans.refresh.runs``)."""
 
 
+def keep(table: str, days: float) -> None:
+    """What ``ledger init`` sets with Spark: ``days`` of log and replaced files (delta-rs cannot
+    set ``delta.checkpointRetentionDuration``, which nothing here reads)."""
+    from deltalake import DeltaTable
+
+    wanted = retention_properties(days)
+    wanted.pop("delta.checkpointRetentionDuration")
+    DeltaTable(table).alter.set_table_properties(wanted)
+
+
+def copy_of(base: str, location: str) -> str:
+    """A fresh copy of the built ledger at ``location``, for one point."""
+    shutil.rmtree(location, ignore_errors=True)
+    shutil.copytree(base, location)
+    return location
+
+
+def answered(location: str, probes: list, reference: list, point: dict, what: str) -> dict:
+    """A point's store load, checked to answer as the reference ledger did; its copy removed,
+    the point printed and returned."""
+    load_s, found = answers(location, probes)
+    point["load_store_s"] = round(load_s, 3)
+    if found != reference:
+        raise SystemExit(f"with {what} the store translates differently")
+    shutil.rmtree(location, ignore_errors=True)
+    print(json.dumps(point), flush=True)
+    return point
+
+
 def build(location: str, pattern: yh.Pattern, count: int, t0: int) -> None:
     """``count`` commits as the streaming driver makes them, the upkeep refreshing the spans."""
     if not isinstance(commits.create_missing_tables(location), list):
         raise SystemExit(f"delta-rs could not create the ledger at {location}")
-    from deltalake import DeltaTable
-
-    for name in (*TABLES, OFFSET_SYNC_SPANS):  # what `ledger init` sets with Spark (delta-rs
-        wanted = retention_properties(RETENTION.days(name))
-        wanted.pop("delta.checkpointRetentionDuration")  # cannot set this one; not read here)
-        DeltaTable(f"{location}/{name}").alter.set_table_properties(wanted)
+    for name in (*TABLES, OFFSET_SYNC_SPANS):
+        keep(f"{location}/{name}", RETENTION.days(name))
     upkeep = SpanUpkeep(location, yh.FLOW, (yh.SOURCE, yh.TARGET), REFRESH_RUNS,
                         DEFAULT_SPANS_WINDOW)
     for i in range(count):
@@ -179,16 +204,12 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
             reference: list, probes: list) -> dict:
     from deltalake import DeltaTable
 
-    location = str(work / f"tombstones-{count}")
-    shutil.rmtree(location, ignore_errors=True)
-    shutil.copytree(base, location)
+    location = copy_of(base, str(work / f"tombstones-{count}"))
     now_ms = int(time.time() * 1000)
     point: dict = {"tombstones": count}
     for name in TABLES:
         point[f"{name}_tombstones"] = steady_tombstones(name, count)
-        wanted = retention_properties(tombstone_days(name, count))
-        wanted.pop("delta.checkpointRetentionDuration")  # as in build()
-        DeltaTable(f"{location}/{name}").alter.set_table_properties(wanted)
+        keep(f"{location}/{name}", tombstone_days(name, count))
         add_tombstones(f"{location}/{name}", point[f"{name}_tombstones"], now_ms)
         DeltaTable(f"{location}/{name}").create_checkpoint()  # the log as a checkpoint left it
     # the replicator's next commits as its recorder makes them (its tables kept open), up to
@@ -225,18 +246,12 @@ def measure(base: str, work: Path, count: int, pattern: yh.Pattern, done: int, t
                          else None)
     point["append_with_checkpoint_s"] = round(appends[-1], 3)
     point["commits_between_checkpoints"] = len(appends)
-    point["checkpoint_mb"] = round(checkpoint_bytes(syncs) / 2**20, 1)
-    point["checkpoint_gb_a_day"] = round(checkpoint_bytes(syncs) / 2**30 * COMMITS_PER_DAY
-                                         / len(appends), 2)
+    size = checkpoint_bytes(syncs)
+    point["checkpoint_mb"] = round(size / 2**20, 1)
+    point["checkpoint_gb_a_day"] = round(size / 2**30 * COMMITS_PER_DAY / len(appends), 2)
     merges = [_merge_progress(location, pattern, done, t0, opened) for _ in range(REPEATS)]
     point["progress_merge_s"] = round(statistics.median(merges), 3)
-    load_s, found = answers(location, probes)
-    point["load_store_s"] = round(load_s, 3)
-    if found != reference:
-        raise SystemExit(f"with {count:,} tombstones the store translates differently")
-    shutil.rmtree(location, ignore_errors=True)
-    print(json.dumps(point), flush=True)
-    return point
+    return answered(location, probes, reference, point, f"{count:,} tombstones")
 
 
 def add_log_files(table: str, count: int) -> None:
@@ -269,9 +284,7 @@ def measure_log_files(base: str, work: Path, count: int, pattern: yh.Pattern, do
     """The same readings with ``count`` more commit files in offset_syncs' log folder."""
     from deltalake import DeltaTable
 
-    location = str(work / f"log-files-{count}")
-    shutil.rmtree(location, ignore_errors=True)
-    shutil.copytree(base, location)
+    location = copy_of(base, str(work / f"log-files-{count}"))
     syncs = Path(location, OFFSET_SYNCS)
     add_log_files(str(syncs), count)
     point: dict = {"log_files": count}
@@ -283,13 +296,7 @@ def measure_log_files(base: str, work: Path, count: int, pattern: yh.Pattern, do
         commits.append_with_txn(location, OFFSET_SYNCS, yh.commit_rows(pattern, t0, i),
                                 app_id=yh.APP_ID, version=i, opened=opened)
         point[key] = round(time.perf_counter() - started, 3)
-    load_s, found = answers(location, probes)
-    point["load_store_s"] = round(load_s, 3)
-    if found != reference:
-        raise SystemExit(f"with {count:,} more log files the store translates differently")
-    shutil.rmtree(location, ignore_errors=True)
-    print(json.dumps(point), flush=True)
-    return point
+    return answered(location, probes, reference, point, f"{count:,} more log files")
 
 
 def spans_kept(base: str, pattern: yh.Pattern) -> dict:

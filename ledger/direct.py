@@ -100,12 +100,20 @@ def newest_commit(log_dir: Path) -> int | None:
     return int(max(found)[:20]) if found else None
 
 
+def _pointer(log_dir: Path) -> dict[str, Any] | None:
+    """A log folder's ``_last_checkpoint`` pointer (as Spark and delta-rs write it); ``None``
+    without one. A damaged pointer raises."""
+    pointer = log_dir / "_last_checkpoint"
+    return json.loads(pointer.read_text()) if pointer.exists() else None
+
+
 def last_checkpoint(table: Path) -> tuple[int, int] | None:
-    """``(version, actions)`` of a table's last log checkpoint (its ``_last_checkpoint``
-    pointer, as Spark and delta-rs write it); ``None`` without one or when unreadable."""
+    """``(version, actions)`` of a table's last log checkpoint; ``None`` without one or when
+    its pointer is unreadable."""
     try:
-        pointer = json.loads((table / "_delta_log" / "_last_checkpoint").read_text())
-        return int(pointer["version"]), int(pointer.get("size") or 0)
+        pointer = _pointer(table / "_delta_log")
+        return None if pointer is None else (int(pointer["version"]),
+                                             int(pointer.get("size") or 0))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -116,9 +124,9 @@ def complete_version(table: Path) -> int | None:
     log_dir = table / "_delta_log"
     names = _listing(log_dir)
     start = 0
-    pointer = log_dir / "_last_checkpoint"
-    if pointer.exists():
-        start = int(json.loads(pointer.read_text())["version"])
+    pointer = _pointer(log_dir)
+    if pointer is not None:
+        start = int(pointer["version"])
         prefix = f"{start:020d}.checkpoint"
         if not any(n.startswith(prefix) and n.endswith(".parquet") for n in names):
             return None

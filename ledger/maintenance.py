@@ -160,8 +160,7 @@ class Retention:
 
     def line(self) -> str:
         """One line naming the three horizons and the keys that set them."""
-        streamed = min(self.audit_days, self.streamed_days)
-        latest = min(self.audit_days, LATEST_ONLY_RETENTION_DAYS)
+        streamed, latest = self.days(min(STREAMED)), self.days(min(LATEST_ONLY))
         return (f"retention {self.audit_days:g} days (ledger.audit.retention.days), "
                 f"{streamed:g} for {', '.join(sorted(STREAMED))} "
                 f"(ledger.streamed.retention.days), {latest:g} for "
